@@ -1,0 +1,150 @@
+"""FOIL-COCO reader: pairs each foil caption with its original by ``foil_id``.
+
+A FOIL file is COCO-caption-like JSON: ``images`` (``id``, ``file_name``) and
+``annotations`` with ``id``, ``image_id``, ``caption``, ``foil`` (bool), ``target_word``,
+``foil_word`` and ``foil_id``; originals carry ``foil: false`` and the words ``"ORIG"``.
+A ``foil_id`` groups one original with one or more foiled captions. The optional
+``foil_type`` (toy-world exports) is passed through when present.
+
+The foil's position is not stored in FOIL, so it is derived by comparing the foiled
+caption word by word (whitespace tokens) with its original: the common prefix and suffix
+are stripped and what remains is the replaced span (one word, or several for a
+multi-word category such as "teddy bear"). Errors: a foil whose ``foil_id`` has no
+original, originals of one ``foil_id`` that disagree, a foil on a different image than
+its original, or a foil caption equal to its original. An original whose ``foil_id`` has
+no foil yields no pair and is listed in ``FoilSplit.originals_without_foil``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._files import find_image
+from ._json import get_field, get_list, load_json_object
+from .errors import DatasetFormatError
+
+
+@dataclass
+class FoilPair:
+    foil_id: int
+    image_id: int
+    image_path: Path
+    original: str
+    foiled: str
+    target_word: str
+    foil_word: str
+    word_index: int  # first replaced word, an index into foiled.split() (and original.split())
+    foil_span: str  # the replaced words as they appear in the foiled caption
+    target_span: str  # the words they replaced in the original
+    original_annotation_id: int
+    foil_annotation_id: int
+    foil_type: str | None = None
+
+
+@dataclass
+class FoilSplit:
+    pairs: list[FoilPair] = field(default_factory=list)
+    originals_without_foil: list[int] = field(default_factory=list)  # annotation ids
+
+
+def foil_position(original: str, foiled: str) -> tuple[int, int, int]:
+    """``(start, end_original, end_foiled)``: the word spans that differ.
+
+    ``original.split()[start:end_original]`` was replaced by
+    ``foiled.split()[start:end_foiled]``. Raises ValueError when the captions are equal.
+    """
+    a, b = original.split(), foiled.split()
+    if a == b:
+        raise ValueError("the foil caption equals its original")
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - start and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return start, len(a) - tail, len(b) - tail
+
+
+def _annotations(data: dict, path: Path) -> list[dict]:
+    """Validated annotations, each with its position ``_where`` for error messages."""
+    anns = []
+    for i, ann in enumerate(get_list(data, "annotations", path)):
+        where = f"annotations[{i}]"
+        for key, kind in (("id", int), ("image_id", int), ("caption", str), ("foil", bool),
+                          ("target_word", str), ("foil_word", str), ("foil_id", int)):
+            get_field(ann, key, kind, path, where)
+        anns.append({**ann, "_where": where})
+    return anns
+
+
+def _original_of(group: list[dict], foil: dict, path: Path) -> dict:
+    """The one original of a foil's group; its originals must agree on image and caption."""
+    if not group:
+        raise DatasetFormatError(path, f"foil id {foil['foil_id']} has no original caption "
+                                 "(foil: false)", field=f"{foil['_where']}.foil_id")
+    first = group[0]
+    for other in group[1:]:
+        if (other["image_id"], other["caption"]) != (first["image_id"], first["caption"]):
+            raise DatasetFormatError(path, f"originals of foil id {foil['foil_id']} disagree",
+                                     field=f"{other['_where']}.caption")
+    if first["image_id"] != foil["image_id"]:
+        raise DatasetFormatError(path, f"foil is on image {foil['image_id']} but its original "
+                                 f"on {first['image_id']}", field=f"{foil['_where']}.image_id")
+    return first
+
+
+def _pair(orig: dict, foil: dict, image_path: Path, path: Path) -> FoilPair:
+    try:
+        start, end_a, end_b = foil_position(orig["caption"], foil["caption"])
+    except ValueError as e:
+        raise DatasetFormatError(path, str(e), field=f"{foil['_where']}.caption") from None
+    a, b = orig["caption"].split(), foil["caption"].split()
+    return FoilPair(foil["foil_id"], foil["image_id"], image_path, orig["caption"],
+                    foil["caption"], foil["target_word"], foil["foil_word"], start,
+                    " ".join(b[start:end_b]), " ".join(a[start:end_a]), orig["id"], foil["id"],
+                    foil.get("foil_type"))
+
+
+def _image_paths(data: dict, path: Path, image_dir: Path, check: bool) -> dict[int, Path]:
+    paths = {}
+    for i, img in enumerate(get_list(data, "images", path)):
+        image_id = get_field(img, "id", int, path, f"images[{i}]")
+        name = get_field(img, "file_name", str, path, f"images[{i}]")
+        paths[image_id] = find_image(image_dir, str(image_id), name, check, path,
+                                     f"images[{i}].file_name")
+    return paths
+
+
+def read_foil(json_path: str | os.PathLike, image_dir: str | os.PathLike, *,
+              check_images: bool = True) -> FoilSplit:
+    """All (original, foil) pairs of a FOIL JSON file, in the foils' file order."""
+    path = Path(json_path)
+    data = load_json_object(path, "FOIL file")
+    images = _image_paths(data, path, Path(image_dir), check_images)
+    anns = _annotations(data, path)
+    for ann in anns:
+        if ann["image_id"] not in images:
+            raise DatasetFormatError(path, f"image id {ann['image_id']} not in images",
+                                     field=f"{ann['_where']}.image_id")
+    originals: dict[int, list[dict]] = {}
+    for ann in anns:
+        if not ann["foil"]:
+            originals.setdefault(ann["foil_id"], []).append(ann)
+    foils = [a for a in anns if a["foil"]]
+    pairs = [_pair(_original_of(originals.get(f["foil_id"], []), f, path), f,
+                   images[f["image_id"]], path) for f in foils]
+    foiled_ids = {f["foil_id"] for f in foils}
+    lonely = [a["id"] for g in originals.values() for a in g if a["foil_id"] not in foiled_ids]
+    return FoilSplit(pairs, lonely)
+
+
+def read_foil_split(root: str | os.PathLike, split: str, *,
+                    check_images: bool = True) -> FoilSplit:
+    """The toy-world layout: ``<root>/foil_<split>.json`` with images under ``<root>/<split>/``.
+
+    Real FOIL files (``foilv1.0_test_2017.json``) use COCO's images: call
+    :func:`read_foil` with the COCO image folder instead.
+    """
+    root = Path(root)
+    return read_foil(root / f"foil_{split}.json", root / split, check_images=check_images)

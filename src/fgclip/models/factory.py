@@ -1,0 +1,103 @@
+"""One entry point for every CLIP the book uses: real open_clip models or our toy configs.
+
+``create_clip('ViT-B-32', pretrained='openai')`` gives the real model (needs internet or
+an open_clip cache); ``create_clip('toy-vit', pretrained='toy')`` gives the toy CLIP with
+the checkpoint committed under ``checkpoints/``; ``pretrained`` may also be a file path.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import open_clip
+import torch
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+TOY_MODELS = tuple(sorted(p.stem for p in CONFIG_DIR.glob("*.json")))
+REPO_ROOT = Path(__file__).resolve().parents[3]
+COMMITTED_CHECKPOINTS = {name: REPO_ROOT / "checkpoints" / f"{name}.pt" for name in TOY_MODELS}
+
+open_clip.add_model_config(CONFIG_DIR)
+
+
+@dataclass
+class Clip:
+    """A model together with what is needed to feed it."""
+
+    model: open_clip.CLIP
+    preprocess: Callable  # PIL image -> (3, H, W) tensor, open_clip's own eval transform
+    tokenizer: Callable  # list[str] -> (N, context_length) long tensor
+    name: str
+    pretrained: str | None
+
+    @property
+    def image_size(self) -> int:
+        size = self.model.visual.image_size
+        return size[0] if isinstance(size, (tuple, list)) else int(size)
+
+    @property
+    def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = getattr(self.model.visual, "image_mean", None) or open_clip.OPENAI_DATASET_MEAN
+        std = getattr(self.model.visual, "image_std", None) or open_clip.OPENAI_DATASET_STD
+        return torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
+
+
+@contextlib.contextmanager
+def _quiet_open_clip():
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def load_toy_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by ``fgclip.train``; errors name the file and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    for field in ("model_name", "state_dict"):
+        if field not in ckpt:
+            raise KeyError(f"checkpoint {path} has no field {field!r}")
+    return ckpt
+
+
+def create_clip(name: str = "toy-vit", pretrained: str | None = "toy", device: str = "cpu",
+                ) -> Clip:
+    """Build a CLIP. For toy models, ``pretrained`` is None (random init), 'toy' or a path."""
+    if name in TOY_MODELS:
+        with _quiet_open_clip():  # it warns that a random init is random
+            model = open_clip.create_model(name, pretrained=None, device="cpu")
+        if pretrained is not None:
+            path = COMMITTED_CHECKPOINTS[name] if pretrained == "toy" else Path(pretrained)
+            ckpt = load_toy_checkpoint(path)
+            if ckpt["model_name"] != name:
+                raise ValueError(f"checkpoint {path} is for model {ckpt['model_name']!r}, not {name!r}")
+            state = {k: v.float() for k, v in ckpt["state_dict"].items()}
+            model.load_state_dict(state)
+    else:
+        model = open_clip.create_model(name, pretrained=pretrained, device="cpu")
+    preprocess = open_clip.image_transform(model.visual.image_size, is_train=False,
+                                           mean=getattr(model.visual, "image_mean", None),
+                                           std=getattr(model.visual, "image_std", None))
+    model = model.to(device).eval()
+    return Clip(model, preprocess, open_clip.get_tokenizer(name), name, pretrained)
+
+
+def images_to_tensor(images: torch.Tensor, clip: Clip) -> torch.Tensor:
+    """uint8 (B, H, W, 3) -> normalised float (B, 3, S, S) at the model's input size.
+
+    The batched equivalent of open_clip's eval transform for images already square.
+    """
+    x = images.permute(0, 3, 1, 2).float().div_(255.0)  # (B, 3, H, W)
+    if x.shape[-1] != clip.image_size:
+        x = torch.nn.functional.interpolate(x, size=clip.image_size, mode="bicubic",
+                                            align_corners=False).clamp_(0, 1)
+    mean, std = clip.mean_std
+    return (x - mean.to(x.device)) / std.to(x.device)

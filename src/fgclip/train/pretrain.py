@@ -1,0 +1,188 @@
+"""Contrastive pretraining of the toy CLIP on toy-world captions (single process or DDP).
+
+Loss: the symmetric InfoNCE of CLIP, L = (CE(s * I T^T, y) + CE(s * T I^T, y)) / 2 over
+the global batch, with learnable temperature s = exp(logit_scale), from open_clip's own
+ClipLoss (features gathered across ranks with gradients, so a 2-process run computes the
+same loss as one process on the same global batch).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from open_clip.loss import ClipLoss
+from torch.nn.parallel import DistributedDataParallel
+
+from ..evaluation import retrieval_metrics
+from ..models import create_clip, images_to_tensor
+from ..progress import progress
+from ..seeding import seed_everything
+from ..toyworld import ToyWorldConfig
+from .checkpoint import load_checkpoint, save_atomic
+from .distributed import DistInfo, init_distributed, resolve_device, shutdown
+from .fast import autocast_context, make_optimizer
+from .toy_data import CaptionedImages, build_caption_cache
+
+
+@dataclass
+class PretrainConfig:
+    model: str = "toy-vit"
+    out_dir: str = "runs/pretrain"
+    seed: int = 0
+    n_train: int = 20_000
+    n_val: int = 1_000
+    epochs: int = 10
+    batch_size: int = 256  # global batch, split evenly across processes
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    warmup_steps: int = 200
+    precision: str = "bf16"  # "fp32" is the reference path
+    device: str = "cpu"
+    ckpt_every: int = 100
+    log_every: int = 25
+    max_steps: int | None = None  # stop early after this many global steps (tests)
+    full_caption_weight: float = 0.4  # sampling weight of caption 0; the rest share the remainder
+    cache_dir: str | None = "data/cache"
+    eval_every_epoch: bool = False  # held-out retrieval after each epoch (main process only)
+    world: dict = field(default_factory=dict)  # ToyWorldConfig overrides
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        for name in ("n_train", "epochs", "batch_size", "ckpt_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.full_caption_weight <= 1.0:
+            raise ValueError(f"full_caption_weight must be in [0, 1], got {self.full_caption_weight}")
+
+
+def lr_at(step: int, total: int, cfg: PretrainConfig) -> float:
+    """Linear warmup to cfg.lr, then cosine decay to zero at ``total`` steps."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    t = (step - cfg.warmup_steps) / max(total - cfg.warmup_steps, 1)
+    return 0.5 * cfg.lr * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def batch_indices(cfg: PretrainConfig, data: CaptionedImages, epoch: int, step: int,
+                  info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's image indices and caption slots for one global step.
+
+    Both are pure functions of (seed, epoch, step), which makes resume exact and lets
+    every rank agree on the global batch without communication.
+    """
+    perm = np.random.default_rng([cfg.seed, epoch]).permutation(len(data))
+    rows = perm[step * cfg.batch_size:(step + 1) * cfg.batch_size]
+    k = data.tokens.shape[1]
+    rest = (1.0 - cfg.full_caption_weight) / max(k - 1, 1)
+    weights = np.array([cfg.full_caption_weight] + [rest] * (k - 1)) if k > 1 else np.ones(1)
+    slots = np.random.default_rng([cfg.seed, epoch, step]).choice(k, size=len(rows), p=weights)
+    local = slice(info.rank * len(rows) // info.world_size, (info.rank + 1) * len(rows) // info.world_size)
+    return torch.from_numpy(rows[local]), torch.from_numpy(slots[local])
+
+
+def _state(model, optimizer, cfg, global_step, history) -> dict:
+    return {"model_name": cfg.model, "state_dict": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "global_step": global_step,
+            "history": history, "config": asdict(cfg), "torch_rng": torch.get_rng_state()}
+
+
+def export_fp16(state: dict, metrics: dict, command: str, path: str | Path) -> Path:
+    """The shippable checkpoint: fp16 weights, the config and command that made them, metrics."""
+    blob = {"model_name": state["model_name"],
+            "state_dict": {k: v.half() if v.is_floating_point() else v
+                           for k, v in state["state_dict"].items()},
+            "config": state["config"], "metrics": metrics, "command": command,
+            "global_step": state["global_step"]}
+    return save_atomic(blob, path)
+
+
+def train(cfg: PretrainConfig, command: str = "") -> dict:
+    """Train, checkpointing to ``out_dir/last.pt``; resume from it when it exists."""
+    info = init_distributed(cfg.device)
+    device = resolve_device(cfg.device, info)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // info.world_size))
+    seed_everything(cfg.seed)
+    out = Path(cfg.out_dir)
+    clip = create_clip(cfg.model, pretrained=None, device=str(device))
+    world = ToyWorldConfig(**cfg.world)
+    train_data = build_caption_cache(world, cfg.n_train, cfg.seed, "train", clip.tokenizer, cfg.cache_dir)
+    steps_per_epoch = cfg.n_train // cfg.batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"n_train={cfg.n_train} is smaller than batch_size={cfg.batch_size}")
+    total = steps_per_epoch * cfg.epochs
+    model = clip.model.train()
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, device)
+    global_step, history = 0, []
+    if (out / "last.pt").is_file():
+        ckpt = load_checkpoint(out / "last.pt")
+        model.load_state_dict(ckpt["state_dict"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        global_step, history = ckpt["global_step"], ckpt["history"]
+        torch.set_rng_state(ckpt["torch_rng"])
+    ddp = DistributedDataParallel(model) if info.enabled else model
+    loss_fn = ClipLoss(local_loss=False, gather_with_grad=True, rank=info.rank,
+                       world_size=info.world_size)
+    end = total if cfg.max_steps is None else min(total, cfg.max_steps)
+    bar = progress(total=end, initial=global_step, desc=f"pretrain {cfg.model}",
+                   **({} if info.is_main else {"disable": True}))
+    running, t0, seen = torch.zeros((), device=device), time.perf_counter(), 0
+    while global_step < end:
+        epoch, step = divmod(global_step, steps_per_epoch)
+        rows, slots = batch_indices(cfg, train_data, epoch, step, info)
+        images = images_to_tensor(train_data.images[rows].to(device), clip)
+        texts = train_data.tokens[rows, slots].to(device)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(global_step, total, cfg)
+        with autocast_context(device, cfg.precision):
+            img_f, txt_f, scale = ddp(images, texts)
+        loss = loss_fn(img_f.float(), txt_f.float(), scale.float())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, math.log(100))
+        running += loss.detach()
+        seen += len(rows) * info.world_size
+        global_step += 1
+        bar.update(1)
+        if global_step % cfg.log_every == 0 or global_step == end:
+            n_logged = cfg.log_every if global_step % cfg.log_every == 0 else global_step % cfg.log_every
+            mean_loss = running.item() / n_logged  # the only host sync, once per log interval
+            ips = seen / (time.perf_counter() - t0)
+            history.append({"step": global_step, "loss": mean_loss, "images_per_s": ips,
+                            "lr": optimizer.param_groups[0]["lr"]})
+            bar.set_postfix(loss=f"{mean_loss:.3f}", ips=f"{ips:.0f}")
+            running.zero_()
+            t0, seen = time.perf_counter(), 0
+        if cfg.eval_every_epoch and info.is_main and global_step % steps_per_epoch == 0:
+            model.eval()
+            val = retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val",
+                                    precision=cfg.precision)
+            model.train()
+            history.append({"step": global_step, "epoch": global_step // steps_per_epoch, **val})
+            bar.write(f"epoch {global_step // steps_per_epoch}: val {json.dumps(val)}")
+        if info.is_main and (global_step % cfg.ckpt_every == 0 or global_step == end):
+            save_atomic(_state(model, optimizer, cfg, global_step, history), out / "last.pt")
+    bar.close()
+    result = {"global_step": global_step, "history": history}
+    if info.is_main and global_step == total:
+        metrics = _final_metrics(clip, world, cfg)
+        state = _state(model, optimizer, cfg, global_step, history)
+        export_fp16(state, metrics, command, out / f"{cfg.model}.pt")
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        result["metrics"] = metrics
+    shutdown(info)
+    return result
+
+
+def _final_metrics(clip, world: ToyWorldConfig, cfg: PretrainConfig) -> dict:
+    clip.model.eval()
+    return retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val",
+                             precision=cfg.precision)

@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("TESTING", "1")  # progress bars off

@@ -115,3 +115,27 @@ def test_bad_config_names_the_field(field, value):
 def test_bad_split_is_named():
     with pytest.raises(ValueError, match="split"):
         make_scene(ToyWorldConfig(), 0, "training", 0)
+
+
+def test_phrases_link_every_object_they_describe():
+    cfg = ToyWorldConfig(categories=("circle", "square"), colors=("red", "blue"),
+                         min_objects=3, max_objects=3)
+    scenes = generate(cfg, 40, seed=0)  # few categories and colours: many twins, no crash
+    for scene in scenes:
+        for cap in scene.captions:
+            for ph in cap.phrases:
+                objs = [scene.objects[i] for i in ph.object_ids]
+                assert all(o.category == ph.category for o in objs)
+                described = [o for o in scene.objects if o.category == ph.category
+                             and (o.color in ph.text.split() or cap.kind == "name")]
+                if cap.kind == "name":
+                    assert len(objs) == len(described)
+    assert any(len(ph.object_ids) > 1 for s in scenes for c in s.captions for ph in c.phrases)
+
+
+def test_count_foils_stay_plural_and_in_range():
+    cfg = ToyWorldConfig(max_objects=3)
+    for scene in generate(cfg, 80, seed=3):
+        for foil in scene.foils:
+            if foil.foil_type == "count":
+                assert foil.foil_word in ("two", "three") and len(scene.objects) >= 2

@@ -9,7 +9,7 @@ import torch
 from .metrics import accuracy, recall_at_k
 from .models import Clip, images_to_tensor
 from .toyworld import Scene, ToyWorldConfig, generate
-from .train.fast import autocast_context
+from .precision import autocast_context
 
 
 @torch.no_grad()
@@ -39,13 +39,19 @@ def encode_texts(clip: Clip, texts: list[str], batch_size: int = 512,
 
 
 def caption_retrieval(clip: Clip, scenes: list[Scene], precision: str = "fp32") -> dict[str, float]:
-    """Image->text and text->image R@1/5/10 with each scene's full caption (caption 0).
+    """Image->text and text->image R@1/5/10 with each scene's full caption (caption 0)."""
+    return pair_retrieval(clip, np.stack([s.image for s in scenes]),
+                          [s.captions[0].text for s in scenes], precision)
 
-    A caption counts as relevant to every image whose full caption is the same string,
-    so identical captions of different scenes are not scored as misses.
+
+def pair_retrieval(clip: Clip, images: np.ndarray, texts: list[str],
+                   precision: str = "fp32") -> dict[str, float]:
+    """R@1/5/10 both ways for aligned (image i, text i) pairs; uint8 images (N, H, W, 3).
+
+    A caption counts as relevant to every image whose caption is the same string,
+    so identical captions of different images are not scored as misses.
     """
-    texts = [s.captions[0].text for s in scenes]
-    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)
+    img = encode_images(clip, images, precision=precision)
     txt = encode_texts(clip, texts, precision=precision)
     sim = img @ txt.T  # (N images, N captions)
     codes = {t: i for i, t in enumerate(sorted(set(texts)))}

@@ -43,7 +43,8 @@ def position_words(obj: ToyObject, image_size: int) -> str:
 class _Builder:
     """Accumulates words and records where each noun phrase starts."""
 
-    def __init__(self) -> None:
+    def __init__(self, scene_objects: list[ToyObject]) -> None:
+        self.scene_objects = scene_objects
         self.words: list[str] = []
         self.phrases: list[Phrase] = []
 
@@ -52,7 +53,10 @@ class _Builder:
 
     def add_object(self, obj: ToyObject, **kw) -> None:
         text = noun_phrase(obj, **kw)
-        self.phrases.append(Phrase(text, len(self.words), [obj.object_id], obj.category))
+        # the phrase refers to every object it describes (the named one first)
+        twins = [o.object_id for o in self.scene_objects
+                 if o is not obj and noun_phrase(o, **kw) == text]
+        self.phrases.append(Phrase(text, len(self.words), [obj.object_id] + twins, obj.category))
         self.add(text)
 
     def add_relation(self, a: ToyObject, b: ToyObject) -> None:
@@ -64,7 +68,7 @@ class _Builder:
 
 
 def _full_caption(objs: list[ToyObject], image_size: int) -> Caption:
-    b = _Builder()
+    b = _Builder(objs)
     b.add_object(objs[0])
     if len(objs) == 1:
         b.add(position_words(objs[0], image_size))
@@ -78,7 +82,7 @@ def _full_caption(objs: list[ToyObject], image_size: int) -> Caption:
 
 
 def _relation_caption(objs: list[ToyObject], rng, image_size: int) -> Caption:
-    b = _Builder()
+    b = _Builder(objs)
     if len(objs) == 1:
         b.add_object(objs[0], with_size=False)
         b.add(position_words(objs[0], image_size))
@@ -95,12 +99,12 @@ def make_captions(scene: Scene, cfg: ToyWorldConfig, rng: np.random.Generator) -
     objs = [scene.objects[k] for k in rng.permutation(len(scene.objects))]
     n = len(objs)
     captions = [_full_caption(objs, cfg.image_size)]
-    count = _Builder()
+    count = _Builder(objs)
     count.add(f"{COUNT_WORDS[n - 1]} {'shape' if n == 1 else 'shapes'} on a gray background")
     pick = objs[int(rng.integers(n))]
-    single = _Builder()
+    single = _Builder(objs)
     single.add_object(pick)
-    name = _Builder()
+    name = _Builder(objs)
     name.add_object(pick, with_size=False, with_color=False)
     pool = [_relation_caption(objs, rng, cfg.image_size), count.build("count"),
             single.build("object"), name.build("name")]
@@ -137,9 +141,10 @@ def make_foils(scene: Scene, cfg: ToyWorldConfig, rng: np.random.Generator) -> l
         foils.append(Foil(0, _replace(full, idx, foil_word), "shape", idx, obj.category, foil_word))
     wrong_colors = [c for c in cfg.colors
                     if not any(o.category == obj.category and o.color == c for o in scene.objects)]
-    idx = ph.last_word - 1
-    foil_word = str(rng.choice(wrong_colors))
-    foils.append(Foil(0, _replace(full, idx, foil_word), "color", idx, obj.color, foil_word))
+    if wrong_colors:
+        idx = ph.last_word - 1
+        foil_word = str(rng.choice(wrong_colors))
+        foils.append(Foil(0, _replace(full, idx, foil_word), "color", idx, obj.color, foil_word))
     words = full.text.split()
     rel_idx = [i for i, w in enumerate(words) if w in RELATIONS]
     if rel_idx:
@@ -147,9 +152,12 @@ def make_foils(scene: Scene, cfg: ToyWorldConfig, rng: np.random.Generator) -> l
         foils.append(Foil(0, _replace(full, idx, RELATIONS[words[idx]]), "relation", idx,
                           words[idx], RELATIONS[words[idx]]))
     for ci, cap in enumerate(scene.captions):
-        if cap.kind == "count":
+        if cap.kind == "count" and len(scene.objects) >= 2:
+            # plural counts the world can draw only, so grammar and range give nothing away
             true_word = cap.text.split()[0]
-            others = [w for w in COUNT_WORDS if w != true_word]
+            others = [w for w in COUNT_WORDS[1:cfg.max_objects] if w != true_word]
+            if not others:
+                break
             foil_word = str(rng.choice(others))
             foils.append(Foil(ci, _replace(cap, 0, foil_word), "count", 0, true_word, foil_word))
             break

@@ -1,18 +1,9 @@
 """The fast training path: bf16 autocast and fused optimizers, fp32 kept as the reference."""
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
-
-def autocast_context(device: torch.device, precision: str):
-    """bf16 autocast on CPU or CUDA when precision == 'bf16'; a no-op for 'fp32'."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+from ..precision import autocast_context  # noqa: F401  (re-exported: part of the fast path)
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,

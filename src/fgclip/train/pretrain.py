@@ -99,6 +99,7 @@ def export_fp16(state: dict, metrics: dict, command: str, path: str | Path) -> P
             "state_dict": {k: v.half() if v.is_floating_point() else v
                            for k, v in state["state_dict"].items()},
             "config": state["config"], "metrics": metrics, "command": command,
+            "history": state["history"],
             "global_step": state["global_step"]}
     return save_atomic(blob, path)
 

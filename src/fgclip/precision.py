@@ -1,0 +1,15 @@
+"""Numeric precision: bf16 autocast on CPU or CUDA, fp32 as the reference."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def autocast_context(device: torch.device, precision: str):
+    """bf16 autocast when precision == 'bf16'; a no-op for 'fp32'."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")

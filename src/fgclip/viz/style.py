@@ -1,0 +1,13 @@
+"""One plotting style for the whole book, set once."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+COLUMN_WIDTH = 7.0  # inches: the book's text column
+
+
+def set_style() -> None:
+    sns.set_theme(context="notebook", style="whitegrid", palette="deep")
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 150, "axes.titlesize": 10,
+                         "figure.figsize": (COLUMN_WIDTH, COLUMN_WIDTH * 0.5)})

@@ -47,6 +47,7 @@ data_root = "../data/ch0"  # where the toy world is exported, or a real COCO roo
 split = "val2017"  # the split read from data_root
 epochs = 0  # > 0: pretrain a fresh toy CLIP here for that many epochs instead of loading one
 device = "cpu"
+results_path = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
 # %%
 import json
@@ -179,3 +180,6 @@ display(Markdown(f"""
   yet measured how much of retrieval survives with shape words removed.
 ```
 """))
+if results_path:
+    Path(results_path).write_text(json.dumps({"seed": seed, "n_images": len(records),
+                                              "metrics": results.to_dict(orient="index")}, indent=2))

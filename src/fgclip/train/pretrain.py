@@ -26,7 +26,7 @@ from ..seeding import seed_everything
 from ..toyworld import ToyWorldConfig
 from .checkpoint import load_checkpoint, save_atomic
 from .distributed import DistInfo, init_distributed, resolve_device, shutdown
-from .fast import autocast_context, make_optimizer
+from .fast import contrastive_step, make_optimizer
 from .toy_data import CaptionedImages, build_caption_cache
 
 
@@ -141,15 +141,9 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         texts = train_data.tokens[rows, slots].to(device)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(global_step, total, cfg)
-        with autocast_context(device, cfg.precision):
-            img_f, txt_f, scale = ddp(images, texts)
-        loss = loss_fn(img_f.float(), txt_f.float(), scale.float())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        running += contrastive_step(ddp, loss_fn, optimizer, images, texts, device, cfg.precision)
         with torch.no_grad():
             model.logit_scale.clamp_(0, math.log(100))
-        running += loss.detach()
         seen += len(rows) * info.world_size
         global_step += 1
         bar.update(1)

@@ -50,7 +50,6 @@ device = "cpu"
 results_path = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
 # %%
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,7 +61,8 @@ from PIL import Image
 
 from fgclip.datasets import read_coco_split
 from fgclip.evaluation import pair_retrieval, shape_classification
-from fgclip.models import COMMITTED_CHECKPOINTS, TOY_MODELS, create_clip, load_toy_checkpoint
+from fgclip.fileio import atomic_write_json
+from fgclip.models import create_clip
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
 from fgclip.toyworld.export import export_coco, load_toyworld_meta
@@ -157,10 +157,9 @@ display(results.style.format("{:.3f}"))
 # that made it, together with the exact command.
 
 # %%
-if model in TOY_MODELS and pretrained is not None:
-    ckpt = load_toy_checkpoint(COMMITTED_CHECKPOINTS[model] if pretrained == "toy" else pretrained)
-    print("made by:", ckpt["command"])
-    fig = plot_history(ckpt["history"])
+if trained.checkpoint_info is not None:
+    print("made by:", trained.checkpoint_info["command"])
+    fig = plot_history(trained.checkpoint_info["history"])
 
 # %% [markdown]
 # ## What we found
@@ -181,5 +180,5 @@ display(Markdown(f"""
 ```
 """))
 if results_path:
-    Path(results_path).write_text(json.dumps({"seed": seed, "n_images": len(records),
-                                              "metrics": results.to_dict(orient="index")}, indent=2))
+    atomic_write_json(results_path, {"seed": seed, "n_images": len(records),
+                                     "metrics": results.to_dict(orient="index")}, indent=2)

@@ -75,6 +75,9 @@ def test_checkpoint_roundtrip_through_factory(tmp_path):
     opt = make_optimizer(clip.model, 1e-3, 0.1, torch.device("cpu"))
     path = export_fp16(_state(clip.model, opt, cfg, 0, []), {"x": 1}, "cmd", tmp_path / "t.pt")
     loaded = create_clip("toy-vit", pretrained=str(path))
+    assert loaded.checkpoint_info["command"] == "cmd" and loaded.checkpoint_info["metrics"] == {"x": 1}
+    assert "state_dict" not in loaded.checkpoint_info
+    assert clip.checkpoint_info is None  # random init has no checkpoint
     for (k, a), (_, b) in zip(clip.model.state_dict().items(), loaded.model.state_dict().items()):
         torch.testing.assert_close(a.half().float(), b, msg=k)
 

@@ -17,6 +17,8 @@ from typing import Any
 import nbformat
 import yaml
 
+from .fileio import atomic_write_text
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PARAMS_DIR = NOTEBOOKS / "params"
@@ -109,11 +111,11 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
     for key in ("data_root", "pretrained"):  # paths are the caller's, not the notebook folder's
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():
             checked[key] = str(Path(checked[key]).expanduser().resolve())
-    (out / "params.yaml").write_text(yaml.safe_dump(checked, sort_keys=True))
+    atomic_write_text(out / "params.yaml", yaml.safe_dump(checked, sort_keys=True))
     notebook = chapter_notebook(chapter)
     papermill.execute_notebook(str(notebook), str(out / notebook.name), parameters=checked,
                                cwd=str(notebook.parent), kernel_name=kernel, progress_bar=False)
     if not (out / "results.json").is_file():
         raise RuntimeError(f"{notebook.name} ran but wrote no results.json to {out}")
-    json.loads((out / "results.json").read_text())
+    json.loads((out / "results.json").read_text())  # a chapter must write valid JSON
     return out

@@ -32,6 +32,7 @@ class Clip:
     tokenizer: Callable  # list[str] -> (N, context_length) long tensor
     name: str
     pretrained: str | None
+    checkpoint_info: dict[str, Any] | None = None  # a toy checkpoint's fields but its weights
 
     @property
     def image_size(self) -> int:
@@ -71,6 +72,7 @@ def load_toy_checkpoint(path: str | Path) -> dict[str, Any]:
 def create_clip(name: str = "toy-vit", pretrained: str | None = "toy", device: str = "cpu",
                 ) -> Clip:
     """Build a CLIP. For toy models, ``pretrained`` is None (random init), 'toy' or a path."""
+    info = None
     if name in TOY_MODELS:
         with _quiet_open_clip():  # it warns that a random init is random
             model = open_clip.create_model(name, pretrained=None, device="cpu")
@@ -81,13 +83,14 @@ def create_clip(name: str = "toy-vit", pretrained: str | None = "toy", device: s
                 raise ValueError(f"checkpoint {path} is for model {ckpt['model_name']!r}, not {name!r}")
             state = {k: v.float() for k, v in ckpt["state_dict"].items()}
             model.load_state_dict(state)
+            info = {k: v for k, v in ckpt.items() if k != "state_dict"}
     else:
         model = open_clip.create_model(name, pretrained=pretrained, device="cpu")
     preprocess = open_clip.image_transform(model.visual.image_size, is_train=False,
                                            mean=getattr(model.visual, "image_mean", None),
                                            std=getattr(model.visual, "image_std", None))
     model = model.to(device).eval()
-    return Clip(model, preprocess, open_clip.get_tokenizer(name), name, pretrained)
+    return Clip(model, preprocess, open_clip.get_tokenizer(name), name, pretrained, info)
 
 
 def images_to_tensor(images: torch.Tensor, clip: Clip) -> torch.Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..precision import autocast_context  # noqa: F401  (re-exported: part of the fast path)
+from ..precision import autocast_context
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float,

@@ -17,13 +17,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 ## Build and execute the whole book on the toy world: HTML in _build/html, fails on any cell error.
 book: $(STAMP) sync
-	CI=$${CI:-true} $(BIN)/jupyter-book build . --all || (cat _build/html/reports/*.log 2>/dev/null; exit 1)
+	CI=$${CI:-true} FGCLIP_STATIC_WIDGETS=1 $(BIN)/jupyter-book build . --all || (cat _build/html/reports/*.log 2>/dev/null; exit 1)
 	test -f _build/html/index.html
 
 ## Run every test: unit tests, then each chapter notebook under nbval with default parameters.
 test: $(STAMP) sync
 	TESTING=1 $(BIN)/python -m pytest -q tests
-	TESTING=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks/
+	TESTING=1 FGCLIP_STATIC_WIDGETS=1 $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env notebooks/
 
 ## Pair every notebook's py:percent file with its committed .ipynb (outputs stripped).
 sync: $(STAMP)

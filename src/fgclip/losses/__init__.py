@@ -1,0 +1,1 @@
+"""Training objectives (import from the module: ranking, matching, asymmetric)."""

@@ -1,0 +1,1 @@
+"""One module per paper: the method each chapter implements (import from the module)."""

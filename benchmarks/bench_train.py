@@ -2,18 +2,13 @@
 
     .venv/bin/python benchmarks/bench_train.py [--steps 12] [--batch-size 256]
 
-Prints a table and writes benchmarks/results.json (machine, date, numbers). A benchmark,
-not a test: nothing here asserts a speed.
+Prints a table and writes benchmarks/results/train.json (machine, date, numbers). A
+benchmark, not a test: nothing here asserts a speed.
 """
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import platform
-import resource
 import time
-from pathlib import Path
 
 import torch
 from open_clip.loss import ClipLoss
@@ -21,7 +16,7 @@ from open_clip.loss import ClipLoss
 from fgclip.models import create_clip
 from fgclip.train.fast import contrastive_step, make_optimizer
 
-OUT = Path(__file__).with_name("results.json")
+from common import write_benchmark
 
 
 def matmul_gflops(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
@@ -69,29 +64,23 @@ def main() -> None:
     flops = train_flops_per_image(clip.model, torch.randn(8, 3, 64, 64), torch.randint(1, 49406, (8, 32)))
     ref = images_per_second("fp32", a.steps, a.batch_size, a.seed)
     fast = images_per_second("bf16", a.steps, a.batch_size, a.seed)
-    rows = {
-        "matmul_peak_gflops": {"fp32": peak32, "bf16": peak16},
-        "toy_clip_train": {
-            "images_per_s": {"fp32_reference": ref, "bf16_fast": fast},
-            "speedup_fast_over_reference": fast / ref,
-            "achieved_gflops": {"fp32_reference": ref * flops / 1e9, "bf16_fast": fast * flops / 1e9},
-            "share_of_peak": {"fp32_reference": ref * flops / 1e9 / peak32,
-                              "bf16_fast": fast * flops / 1e9 / peak16},
-            "train_gflop_per_image": flops / 1e9, "batch_size": a.batch_size, "steps": a.steps,
-        },
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
-        "date": dt.date.today().isoformat(), "torch": torch.__version__, "seed": a.seed,
-    }
-    tmp = OUT.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(rows, indent=2))
-    tmp.replace(OUT)
-    tr = rows["toy_clip_train"]
+    rows = [
+        {"name": "matmul 2048x2048 fp32", "metric": "peak", "value": peak32, "unit": "GFLOP/s"},
+        {"name": "matmul 2048x2048 bf16", "metric": "peak", "value": peak16, "unit": "GFLOP/s"},
+        {"name": "toy-CLIP train fp32 reference", "metric": "throughput", "value": ref, "unit": "images/s"},
+        {"name": "toy-CLIP train bf16 fast path", "metric": "throughput", "value": fast, "unit": "images/s"},
+        {"name": "toy-CLIP train fp32 reference", "metric": "share of fp32 peak",
+         "value": 100 * ref * flops / 1e9 / peak32, "unit": "%"},
+        {"name": "toy-CLIP train bf16 fast path", "metric": "share of bf16 peak",
+         "value": 100 * fast * flops / 1e9 / peak16, "unit": "%"},
+    ]
+    out = write_benchmark("train", rows, {"fast path / fp32 reference": fast / ref},
+                          f"python benchmarks/bench_train.py --steps {a.steps} --batch-size {a.batch_size}",
+                          extra={"train_gflop_per_image": flops / 1e9, "batch_size": a.batch_size,
+                                 "steps": a.steps, "seed": a.seed})
     print(f"matmul peak        fp32 {peak32:8.0f} GFLOP/s   bf16 {peak16:8.0f} GFLOP/s")
     print(f"toy-CLIP train     fp32 {ref:8.0f} img/s       bf16 {fast:8.0f} img/s   ratio {fast / ref:.2f}x")
-    print(f"share of peak      fp32 {tr['share_of_peak']['fp32_reference']:8.1%}             "
-          f"bf16 {tr['share_of_peak']['bf16_fast']:8.1%}")
-    print(f"peak RSS {rows['peak_rss_mib']:.0f} MiB -> {OUT}")
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":

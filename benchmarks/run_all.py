@@ -1,0 +1,84 @@
+"""Run every benchmark, then print one table of all results and the book's execution cost.
+
+    .venv/bin/python benchmarks/run_all.py            # run every bench_*.py, then report
+    .venv/bin/python benchmarks/run_all.py --report   # only report what results/ holds
+
+Each ``bench_<name>.py`` writes ``results/<name>.json`` (see common.py). The book's cost is
+read from jupyter-book's execution cache (``_build/.jupyter_cache``, filled by
+``make book``): the wall time of each chapter notebook and the total. The combined table
+goes to stdout and to ``results/summary.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from common import RESULTS_DIR
+from fgclip.fileio import atomic_write_text
+
+HERE = Path(__file__).resolve().parent
+CACHE = HERE.parent / "_build" / ".jupyter_cache"
+
+
+def run_benchmarks() -> list[str]:
+    """Run each bench_*.py in its own process (so peak memory is per benchmark)."""
+    failed = []
+    for script in sorted(HERE.glob("bench_*.py")):
+        print(f"== {script.name}", flush=True)
+        if subprocess.run([sys.executable, str(script)], cwd=HERE.parent).returncode != 0:
+            failed.append(script.name)
+    return failed
+
+
+def book_cost() -> list[tuple[str, float]]:
+    """(notebook, seconds) of the last successful execution of each cached notebook."""
+    if not CACHE.is_dir():
+        return []
+    from jupyter_cache import get_cache
+    rows = []
+    for record in get_cache(CACHE).list_cache_records():
+        seconds = record.data.get("execution_seconds")
+        if seconds is not None:
+            rows.append((Path(record.uri).name, float(seconds)))
+    return sorted(rows)
+
+
+def summary() -> str:
+    lines = ["| benchmark | what | metric | value |", "|---|---|---|---|"]
+    for path in sorted(RESULTS_DIR.glob("*.json")):
+        res = json.loads(path.read_text())
+        for row in res["rows"]:
+            lines.append(f"| {res['benchmark']} | {row['name']} | {row['metric']} | "
+                         f"{row['value']:,.4g} {row['unit']} |")
+        for name, ratio in res.get("ratios", {}).items():
+            lines.append(f"| {res['benchmark']} | **{name}** | ratio | **{ratio:.2f}x** |")
+        lines.append(f"| {res['benchmark']} | whole run | peak RSS | {res['peak_rss_mb']:,.0f} MB |")
+    cost = book_cost()
+    if cost:
+        lines += ["", "| book chapter | execution wall time |", "|---|---|"]
+        lines += [f"| {name} | {sec / 60:.1f} min ({sec:.0f} s) |" for name, sec in cost]
+        lines.append(f"| **total** | **{sum(s for _, s in cost) / 60:.1f} min** |")
+    machines = {json.loads(p.read_text())["machine"] for p in RESULTS_DIR.glob("*.json")}
+    dates = {json.loads(p.read_text())["date"] for p in RESULTS_DIR.glob("*.json")}
+    lines += ["", f"Measured on: {'; '.join(sorted(machines))} ({', '.join(sorted(dates))})."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--report", action="store_true", help="only summarise existing results")
+    a = p.parse_args()
+    failed = [] if a.report else run_benchmarks()
+    text = summary()
+    atomic_write_text(RESULTS_DIR / "summary.md", text)
+    print(text)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

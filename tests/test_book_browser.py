@@ -1,0 +1,160 @@
+"""The rendered book, opened page by page in headless Chromium.
+
+Needs `make book` first (it reads `_build/html`) and Debian's Chromium (`.ci/run` installs
+it); without either the tests are skipped and say why. Chromium renders each page with its
+JavaScript (`--dump-dom`), and the checks run on the DOM it returns:
+
+- no page shows a Python traceback or a figure that did not render (matplotlib's
+  "<Figure size ...>" text stands where the image should be);
+- every image a page shows exists;
+- every chapter page has at least one rendered figure and one results table;
+- every Colab link of a chapter points at that chapter's paired .ipynb in the repository;
+- every internal link resolves to a built file, and its #fragment to an id on that page.
+
+A screenshot of each chapter page's first screen goes to `_build/screenshots/`.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlparse
+
+import pytest
+import yaml
+
+bs4 = pytest.importorskip("bs4")
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = REPO / "_build" / "html"
+SHOTS = REPO / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+# The flags that keep Chromium off the (closed) network and quiet when run as root.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--virtual-time-budget=4000"]
+
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (apt-get install chromium)"),
+    pytest.mark.skipif(not (HTML / "index.html").is_file(),
+                       reason="no rendered book in _build/html: run `make book` first"),
+]
+
+
+def toc_files() -> list[str]:
+    """Every page of the book, in the order of _toc.yml, as paths without suffix."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [c["file"] for c in part.get("chapters", [])]
+    return files
+
+
+PAGES = toc_files()
+CHAPTERS = [p for p in PAGES if re.fullmatch(r"notebooks/ch\d+_\w+", p)]
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
+    handler.log_message = lambda *a, **k: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+
+
+def chromium(*args: str) -> str:
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"chromium {' '.join(args)} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+@functools.lru_cache(maxsize=None)
+def rendered(url: str) -> "bs4.BeautifulSoup":
+    return bs4.BeautifulSoup(chromium("--dump-dom", url), "html.parser")
+
+
+def built_file(page_url: str, ref: str, base: str) -> tuple[Path, str] | None:
+    """The built file and fragment an internal reference points at (None if external)."""
+    target = urlparse(urljoin(page_url, ref))
+    if target.scheme not in ("http", "https") or not urljoin(page_url, ref).startswith(base):
+        return None
+    rel = unquote(target.path)[len(urlparse(base).path):]
+    path = HTML / rel
+    return (path / "index.html" if rel.endswith("/") or path.is_dir() else path), target.fragment
+
+
+def test_every_toc_page_was_built():
+    missing = [p for p in PAGES if not (HTML / f"{p}.html").is_file()]
+    assert not missing, f"pages in _toc.yml with no HTML: {missing}"
+    assert CHAPTERS, "no chapter notebooks in _toc.yml"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_without_errors_or_broken_figures(server, page):
+    url = urljoin(server, f"{page}.html")
+    soup = rendered(url)
+    main = soup.find("main") or soup
+    text = main.get_text(" ")
+    assert "Traceback (most recent call last)" not in text, f"{page} shows a traceback"
+    assert not re.search(r"<Figure size \d+x\d+", text), f"{page} shows a figure as text, not an image"
+    assert not main.select(".output.traceback, .output.error"), f"{page} has an error output"
+    for img in main.find_all("img"):
+        ref = built_file(url, img.get("src", ""), server)
+        if ref is not None:
+            assert ref[0].is_file(), f"{page}: image {img.get('src')} is missing"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_chapter_has_figures_results_table_and_colab_link(server, page):
+    soup = rendered(urljoin(server, f"{page}.html"))
+    main = soup.find("main")
+    outputs = main.select(".cell_output")
+    figures = [img for out in outputs for img in out.find_all("img")]
+    assert figures, f"{page}: no rendered figure in any cell output"
+    tables = [t for out in outputs for t in out.find_all("table")]
+    assert tables, f"{page}: no results table in any cell output"
+    colab = [a["href"] for a in soup.find_all("a", href=True) if "colab.research.google.com" in a["href"]]
+    assert colab, f"{page}: no Colab link"
+    for href in colab:
+        assert href.endswith(f"/{page}.ipynb"), f"{page}: Colab link {href} is not the chapter's .ipynb"
+    assert (REPO / f"{page}.ipynb").is_file() and (REPO / f"{page}.py").is_file()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_internal_links_resolve(server, page):
+    url = urljoin(server, f"{page}.html")
+    soup = rendered(url)
+    broken = []
+    for a in soup.find_all("a", href=True):
+        ref = built_file(url, a["href"], server)
+        if ref is None:
+            continue
+        path, fragment = ref
+        if not path.is_file():
+            broken.append(a["href"])
+        elif fragment and path.suffix == ".html":
+            target = bs4.BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+            if target.find(id=fragment) is None:
+                broken.append(a["href"])
+    assert not broken, f"{page}: links that do not resolve: {sorted(set(broken))}"
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_screenshot_of_each_chapter(server, page):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / f"{Path(page).name}.png"
+    shot.unlink(missing_ok=True)
+    chromium(f"--screenshot={shot}", "--window-size=1280,1000", urljoin(server, f"{page}.html"))
+    assert shot.is_file() and shot.stat().st_size > 20_000, f"{page}: screenshot is empty"

@@ -36,6 +36,8 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--full-caption-weight", type=float, default=d.full_caption_weight)
     p.add_argument("--cache-dir", default=d.cache_dir, help="'none' disables the data cache")
     p.add_argument("--eval-every-epoch", action="store_true", help="held-out R@K after each epoch")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per process (default: the cores split evenly)")
     p.add_argument("--world", default="{}", help='ToyWorldConfig overrides as JSON, e.g. {"center_bias": 0.5}')
     a = p.parse_args(argv)
     world = json.loads(a.world)
@@ -48,7 +50,7 @@ def parse_args(argv: list[str]) -> PretrainConfig:
         ckpt_every=a.ckpt_every, log_every=a.log_every, max_steps=a.max_steps,
         full_caption_weight=a.full_caption_weight,
         cache_dir=None if a.cache_dir == "none" else a.cache_dir,
-        eval_every_epoch=a.eval_every_epoch, world=world)
+        eval_every_epoch=a.eval_every_epoch, threads=a.threads, world=world)
 
 
 def main(argv: list[str] | None = None) -> None:

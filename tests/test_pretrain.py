@@ -109,7 +109,7 @@ def test_lr_schedule_warms_up_then_decays():
 
 
 @pytest.mark.parametrize("field,value", [("precision", "fp16"), ("batch_size", 0),
-                                         ("full_caption_weight", 2.0)])
+                                         ("full_caption_weight", 2.0), ("threads", 0)])
 def test_bad_pretrain_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         PretrainConfig(**{field: value})

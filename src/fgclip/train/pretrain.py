@@ -50,11 +50,14 @@ class PretrainConfig:
     full_caption_weight: float = 0.4  # sampling weight of caption 0; the rest share the remainder
     cache_dir: str | None = "data/cache"
     eval_every_epoch: bool = False  # held-out retrieval after each epoch (main process only)
+    threads: int | None = None  # torch threads per process; None = the cores split evenly
     world: dict = field(default_factory=dict)  # ToyWorldConfig overrides
 
     def __post_init__(self) -> None:
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1 or None, got {self.threads}")
         for name in ("n_train", "epochs", "batch_size", "ckpt_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -108,7 +111,7 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
     """Train, checkpointing to ``out_dir/last.pt``; resume from it when it exists."""
     info = init_distributed(cfg.device)
     device = resolve_device(cfg.device, info)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // info.world_size))
+    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // info.world_size))
     seed_everything(cfg.seed)
     out = Path(cfg.out_dir)
     clip = create_clip(cfg.model, pretrained=None, device=str(device))

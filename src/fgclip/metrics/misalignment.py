@@ -1,0 +1,134 @@
+"""Metrics for word-level misalignment detection (FOIL-style benchmarks).
+
+- LA, localization accuracy: the share of foil captions whose predicted word is the foil
+  word, LA = (1/N) sum_i [hat j_i = j_i*].
+- AP of separating originals (positives) from foils by a pair score (higher = more
+  aligned), with scikit-learn's average_precision_score, as the paper's code does.
+- Word-level AUC: ROC AUC of -w_j for misaligned (positive) versus aligned words, with
+  scikit-learn's roc_auc_score; 1 means every foil word is more negative than every
+  correct word.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score
+
+
+def localization_accuracy(predicted: Sequence[int], target: Sequence[int]) -> float:
+    """LA = mean_i [predicted_i == target_i] over foil captions."""
+    predicted, target = np.asarray(predicted), np.asarray(target)
+    if predicted.shape != target.shape or predicted.size == 0:
+        raise ValueError(f"localization_accuracy: predicted {predicted.shape} and target "
+                         f"{target.shape} must be equal, non-empty 1-D")
+    return float(np.mean(predicted == target))
+
+
+def foil_ap(scores: Sequence[float], is_original: Sequence[bool]) -> float:
+    """AP of ranking originals above foils by ``scores`` (higher = more aligned)."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(is_original, dtype=bool)
+    if scores.shape != labels.shape:
+        raise ValueError(f"foil_ap: scores {scores.shape} and is_original {labels.shape} differ")
+    if labels.all() or not labels.any():
+        raise ValueError("foil_ap: needs both original and foil captions")
+    return float(average_precision_score(labels, scores))
+
+
+def word_labels(n_words: int, foil_index: int | None) -> np.ndarray:
+    """1 for the foil word, 0 elsewhere (all 0 for an original caption)."""
+    labels = np.zeros(n_words, dtype=int)
+    if foil_index is not None:
+        if not 0 <= foil_index < n_words:
+            raise ValueError(f"word_labels: foil_index {foil_index} outside {n_words} words")
+        labels[foil_index] = 1
+    return labels
+
+
+def word_auc(attributions: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> float:
+    """ROC AUC of -w_j for misaligned (label 1) vs aligned (label 0) words, pooled over captions."""
+    if len(attributions) != len(labels):
+        raise ValueError(f"word_auc: {len(attributions)} captions of attributions, {len(labels)} of labels")
+    for i, (w, y) in enumerate(zip(attributions, labels)):
+        if len(w) != len(y):
+            raise ValueError(f"word_auc: caption {i} has {len(w)} attributions and {len(y)} labels")
+    w = np.concatenate([np.asarray(a, dtype=np.float64) for a in attributions])
+    y = np.concatenate([np.asarray(b, dtype=int) for b in labels])
+    if y.all() or not y.any():
+        raise ValueError("word_auc: needs both misaligned and aligned words")
+    return float(roc_auc_score(y, -w))
+
+
+def threshold_f1(attributions: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                 eps: float) -> float:
+    """Word-level F1 of the threshold rule mis(w_j) = [w_j < eps] (scikit-learn f1_score)."""
+    w = np.concatenate([np.asarray(a, dtype=np.float64) for a in attributions])
+    y = np.concatenate([np.asarray(b, dtype=int) for b in labels])
+    if w.shape != y.shape:
+        raise ValueError(f"threshold_f1: {w.shape} attributions but {y.shape} labels")
+    return float(f1_score(y, (w < eps).astype(int), zero_division=0.0))
+
+
+def threshold_localization(attributions: Sequence[np.ndarray], targets: Sequence[int],
+                           eps: float) -> float:
+    """LA of the threshold rule: the most negative word is the foil *and* lies below eps."""
+    hits = [len(w) > 0 and int(np.argmin(w)) == t and float(np.min(w)) < eps
+            for w, t in zip(attributions, targets)]
+    if not hits:
+        raise ValueError("threshold_localization: no captions")
+    return float(np.mean(hits))
+
+
+def tune_threshold(attributions: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                   n_candidates: int = 200) -> float:
+    """The ε that maximises word-level F1, searched over quantiles of the pooled w_j."""
+    w = np.concatenate([np.asarray(a, dtype=np.float64) for a in attributions])
+    if w.size == 0:
+        raise ValueError("tune_threshold: no words")
+    candidates = np.unique(np.quantile(w, np.linspace(0.0, 1.0, n_candidates)))
+    candidates = np.nextafter(candidates, np.inf)  # w_j < ε flags the candidate value itself
+    scores = [threshold_f1(attributions, labels, float(e)) for e in candidates]
+    return float(candidates[int(np.argmax(scores))])
+
+
+def evaluate_attributions(attributions: Sequence[np.ndarray], targets: Sequence[int | None],
+                          pair_scores: Sequence[float] | None = None) -> dict[str, float]:
+    """LA (most negative word, foil captions only), word AUC (all captions) and, when
+    ``pair_scores`` are given, the AP of originals (target None) above foils by those scores."""
+    if len(attributions) != len(targets):
+        raise ValueError(f"evaluate_attributions: {len(attributions)} captions, {len(targets)} targets")
+    foils = [i for i, t in enumerate(targets) if t is not None]
+    out = {"LA": localization_accuracy([int(np.argmin(attributions[i])) for i in foils],
+                                       [targets[i] for i in foils]),
+           "word AUC": word_auc(attributions, [word_labels(len(w), t) for w, t in zip(attributions, targets)])}
+    if pair_scores is not None:
+        out["AP"] = foil_ap(pair_scores, [t is None for t in targets])
+    return out
+
+
+def binned_thresholds(attributions: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                      scores: Sequence[float], edges: Sequence[float]) -> np.ndarray:
+    """A score-dependent threshold: ε_b tuned (max word F1) on the captions of each score bin.
+
+    Bin b holds the captions with ``np.digitize(score, edges) == b`` (len(edges) + 1 bins).
+    """
+    bins = np.digitize(np.asarray(scores, dtype=np.float64), np.asarray(edges, dtype=np.float64))
+    out = []
+    for b in range(len(edges) + 1):
+        idx = np.flatnonzero(bins == b)
+        if idx.size == 0:
+            raise ValueError(f"binned_thresholds: score bin {b} (edges {list(edges)}) is empty")
+        out.append(tune_threshold([attributions[i] for i in idx], [labels[i] for i in idx]))
+    return np.asarray(out)
+
+
+def binned_threshold_f1(attributions: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                        scores: Sequence[float], edges: Sequence[float],
+                        eps_per_bin: Sequence[float]) -> float:
+    """Word F1 when each caption is thresholded with the ε of its score bin."""
+    bins = np.digitize(np.asarray(scores, dtype=np.float64), np.asarray(edges, dtype=np.float64))
+    if len(eps_per_bin) != len(edges) + 1:
+        raise ValueError(f"binned_threshold_f1: {len(eps_per_bin)} thresholds for {len(edges) + 1} bins")
+    flags = np.concatenate([np.asarray(w) < eps_per_bin[b] for w, b in zip(attributions, bins)])
+    y = np.concatenate([np.asarray(lab, dtype=int) for lab in labels])
+    return float(f1_score(y, flags.astype(int), zero_division=0.0))

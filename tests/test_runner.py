@@ -51,3 +51,11 @@ def test_run_writes_notebook_params_and_results(tmp_path):
     toy = results["metrics"]["toy CLIP"]
     assert toy["i2t_R@1"] > results["metrics"]["random init"]["i2t_R@1"]
     assert (out / "ch0_toyworld.ipynb").is_file()
+
+
+def test_the_default_data_root_is_relative_to_the_notebook_and_need_not_exist_yet(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nowhere near notebooks/: ../data/ch0 does not exist from here
+    default = chapter_defaults(chapter_notebook("ch0"))["data_root"]
+    assert validate("ch0", {"data_root": default}) == {"data_root": default}
+    with pytest.raises(ParameterError, match="'data_root'.*does not exist"):
+        validate("ch0", {"data_root": "somewhere/else"})

@@ -74,7 +74,10 @@ def validate(chapter: str, params: dict[str, Any]) -> dict[str, Any]:
         raise ParameterError(f"{chapter}: unknown parameter(s) {', '.join(map(repr, unknown))}; "
                              f"accepted: {', '.join(sorted(defaults))}")
     checked = {k: _check_type(k, v, defaults[k]) for k, v in params.items()}
-    if "data_root" in checked and not Path(checked["data_root"]).expanduser().exists():
+    # the chapter's own default data_root is relative to notebooks/ and the notebook
+    # exports the toy world there on first use; any other data_root must already exist
+    if "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
+            and not Path(checked["data_root"]).expanduser().exists():
         raise ParameterError(f"parameter 'data_root': folder {checked['data_root']!r} does not exist")
     pretrained = checked.get("pretrained")
     if isinstance(pretrained, str) and pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) \
@@ -108,7 +111,10 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
     out = Path(runs_dir) / chapter / stamp
     out.mkdir(parents=True)
     checked["results_path"] = str((out / "results.json").resolve())
+    defaults = chapter_defaults(chapter_notebook(chapter))
     for key in ("data_root", "pretrained"):  # paths are the caller's, not the notebook folder's
+        if checked.get(key) == defaults.get(key):
+            continue  # a default stays relative to the notebook
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():
             checked[key] = str(Path(checked[key]).expanduser().resolve())
     atomic_write_text(out / "params.yaml", yaml.safe_dump(checked, sort_keys=True))

@@ -1,0 +1,186 @@
+"""Semantic decoupling and the category-wise scoring head (arXiv 2412.10843, Sec. 3).
+
+Semantic decoupling: for a feature map f (B, D, h, w) and word vectors x_c (C, d_x),
+
+    f~_{c,wh} = P^T tanh((U^T f_wh) ⊙ (V^T x_c)) + b          (low-rank bilinear pooling)
+    a_{c,wh}  = softmax_{wh}(w_a^T f~_{c,wh})                  (attention over positions)
+    f^v_c     = Σ_{wh} a_{c,wh} f_wh                           (category-specific feature)
+
+Scoring: s_c = cos(f^v_c, f^t_c) / τ with f^t_c the category's text feature, and
+p_c = exp(s_c) / Σ_{c'} exp(s_{c'}) (the paper's Eq. 9, softmax over categories) or
+p_c = σ(s_c) (per-category sigmoid, the falsification's replacement) or p_c = σ(s_c + β)
+with one learnable offset β initialised at -1/τ (a control: the softmax ignores an offset
+shared by all categories, a bias-free sigmoid cannot absorb one; the start puts the
+threshold at cos = 1, so every probability begins small), or p_c = σ(t cos(f^v_c, f^t_c) + β)
+with a learnable scale t and offset β started at SigLIP's t = 10, β = -10 (a second
+control: with CLIP's frozen 1/τ near 100 a sigmoid saturates, which the softmax, being
+shift-invariant, does not feel; this sigmoid picks its own temperature).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SCORINGS = ("softmax", "sigmoid", "sigmoid+bias", "sigmoid+affine")
+
+
+class SemanticDecoupling(nn.Module):
+    """f (B, D, h, w), x (C, d_x) -> f^v (B, C, D) and attention a (B, C, h, w)."""
+
+    def __init__(self, feature_dim: int, word_dim: int, rank: int = 256,
+                 out_dim: int = 256) -> None:
+        super().__init__()
+        self.U = nn.Linear(feature_dim, rank, bias=False)
+        self.V = nn.Linear(word_dim, rank, bias=False)
+        self.P = nn.Linear(rank, out_dim)  # its bias is b
+        self.w_a = nn.Linear(out_dim, 1)
+
+    def category_features(self, f: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """f~ (B, C, hw, out_dim) written out as in the paper (for tests and inspection)."""
+        f_flat = f.flatten(2).transpose(1, 2)  # (B, hw, D)
+        return self.P(torch.tanh(self.U(f_flat)[:, None] * self.V(x)[None, :, None]))
+
+    def forward(self, f: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, d, h, w = f.shape
+        if x.ndim != 2:
+            raise ValueError(f"word vectors must be (C, d_x), got {tuple(x.shape)}")
+        f_flat = f.flatten(2).transpose(1, 2)  # (B, hw, D)
+        joint = torch.tanh(self.U(f_flat)[:, None] * self.V(x)[None, :, None])  # (B, C, hw, r)
+        # w_a^T (P^T z + b) + b_a = (P w_a)^T z + (w_a^T b + b_a): the same number, computed
+        # without materialising f~ (B, C, hw, out_dim), which dominated the run time.
+        w_eff = self.w_a.weight @ self.P.weight  # (1, r)
+        b_eff = self.w_a(self.P.bias)  # (1,)
+        logits = (joint @ w_eff.T).squeeze(-1) + b_eff  # (B, C, hw)
+        a = logits.softmax(dim=-1)  # normalised over positions
+        f_v = a @ f_flat  # (B, C, D)
+        return f_v, a.view(b, -1, h, w)
+
+
+def category_scores(f_v: torch.Tensor, f_t: torch.Tensor, tau: float) -> torch.Tensor:
+    """s_c = cos(f^v_c, f^t_c) / τ, (B, C).
+
+    f_v is (B, C, D), or (B, D) when one global feature serves every c; f_t is (C, D).
+    """
+    f_t = F.normalize(f_t, dim=-1)
+    if f_v.ndim == 2:  # one global feature for every category
+        return F.normalize(f_v, dim=-1) @ f_t.T / tau
+    return (F.normalize(f_v, dim=-1) * f_t[None]).sum(-1) / tau
+
+
+def score_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
+    """p = softmax over categories of s (Eq. 9) or σ(s) per category, (B, C)."""
+    if scoring == "softmax":
+        return s.softmax(dim=-1)
+    if scoring in ("sigmoid", "sigmoid+bias", "sigmoid+affine"):  # scale, offset already in s
+        return torch.sigmoid(s)
+    raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+
+
+@dataclass
+class HeadOutput:
+    scores: torch.Tensor  # (B, C) s_c, the ranking score used for mAP
+    probs: torch.Tensor  # (B, C) p_c, what the loss sees
+    attention: torch.Tensor | None  # (B, C, h, w) or None without decoupling
+
+
+class MultiLabelCLIPHead(nn.Module):
+    """The framework on cached frozen-CLIP features: optional decoupling, prompts or fixed text.
+
+    ``prompts``: a module returning f^t (C, D) (a :class:`PromptLearner`) or None to use the
+    fixed ``text_features`` (C, D) of a hand prompt. ``decoupling``: a
+    :class:`SemanticDecoupling` and its word vectors, or None to score the global feature.
+    """
+
+    def __init__(self, word_vectors: torch.Tensor | None, text_features: torch.Tensor | None,
+                 prompts: nn.Module | None = None, decoupling: SemanticDecoupling | None = None,
+                 tau: float = 0.07, scoring: str = "softmax") -> None:
+        super().__init__()
+        if scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+        if prompts is None and text_features is None:
+            raise ValueError("give either prompts or text_features")
+        if decoupling is not None and word_vectors is None:
+            raise ValueError("decoupling needs word_vectors")
+        self.prompts, self.decoupling = prompts, decoupling
+        self.register_buffer("word_vectors", word_vectors)
+        self.register_buffer("text_features", text_features)
+        self.tau, self.scoring = tau, scoring
+        self.offset = self.log_scale = None
+        if scoring == "sigmoid+bias":
+            self.offset = nn.Parameter(torch.tensor(-1.0 / tau))
+        elif scoring == "sigmoid+affine":  # SigLIP's start: t = 10, β = -10
+            self.log_scale = nn.Parameter(torch.tensor(math.log(10.0)))
+            self.offset = nn.Parameter(torch.tensor(-10.0))
+
+    def forward(self, dense: torch.Tensor, pooled: torch.Tensor) -> HeadOutput:
+        """dense (B, D, h, w) and pooled (B, D) frozen image features -> HeadOutput."""
+        f_t = self.prompts() if self.prompts is not None else self.text_features  # (C, D)
+        if self.decoupling is not None:
+            f_v, attention = self.decoupling(dense, self.word_vectors)  # (B, C, D)
+        else:
+            f_v, attention = pooled, None
+        if self.log_scale is None:
+            s = category_scores(f_v, f_t, self.tau)  # (B, C) cos / τ
+        else:
+            s = category_scores(f_v, f_t, 1.0) * self.log_scale.exp()  # (B, C) t cos
+        if self.offset is not None:
+            s = s + self.offset  # s_c + β
+        return HeadOutput(s, score_probabilities(s, self.scoring), attention)
+
+
+class LinearProbe(nn.Module):
+    """p_c = σ(w_c^T f + b_c) on the global feature f (the linear-probe baseline)."""
+
+    def __init__(self, dim: int, n_classes: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, n_classes)
+
+    def forward(self, dense: torch.Tensor, pooled: torch.Tensor) -> HeadOutput:
+        s = self.linear(F.normalize(pooled, dim=-1))  # (B, C)
+        return HeadOutput(s, torch.sigmoid(s), None)
+
+
+def trainable_parameters(module: nn.Module) -> int:
+    """Number of parameters with requires_grad (the frozen CLIP counts zero)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def clip_word_vectors(clip_model: nn.Module, tokenizer, class_names: list[str]) -> torch.Tensor:
+    """x_c = the frozen text encoder's embedding of the bare class name, (C, D), L2-normalised.
+
+    Our default stand-in for GloVe, which cannot be downloaded here.
+    """
+    with torch.no_grad():
+        x = clip_model.encode_text(tokenizer(list(class_names)).to(
+            next(clip_model.parameters()).device))
+    return F.normalize(x.float(), dim=-1)
+
+
+def load_glove(path: str, class_names: list[str]) -> torch.Tensor:
+    """x_c from a GloVe text file (``word v_1 ... v_d`` per line), (C, d), L2-normalised.
+
+    A multi-word name averages its words' vectors; a word missing from the file is an error.
+    """
+    needed = {w for name in class_names for w in name.lower().split()}
+    table: dict[str, torch.Tensor] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            parts = line.rstrip().split(" ")
+            if parts[0] in needed:
+                try:
+                    table[parts[0]] = torch.tensor([float(v) for v in parts[1:]])
+                except ValueError as err:
+                    raise ValueError(f"{path}, line {line_no}: bad number ({err})") from None
+    missing = sorted(needed - set(table))
+    if missing:
+        raise KeyError(f"{path}: no vector for word(s) {', '.join(missing)}")
+    dims = {v.numel() for v in table.values()}
+    if len(dims) != 1:
+        raise ValueError(f"{path}: vectors of different lengths {sorted(dims)}")
+    x = torch.stack([torch.stack([table[w] for w in n.lower().split()]).mean(0)
+                     for n in class_names])
+    return F.normalize(x, dim=-1)

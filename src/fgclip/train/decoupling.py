@@ -1,0 +1,128 @@
+"""Training a multi-label head on cached frozen-CLIP features with a partial-label loss."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..losses.asymmetric import partial_asymmetric_loss
+from ..progress import progress
+
+
+@dataclass
+class FitConfig:
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    gamma_pos: float = 1.0
+    gamma_neg: float = 2.0
+    clip: float = 0.05
+    seed: int = 0
+    device: str = "cpu"
+
+
+def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
+        cfg: FitConfig) -> list[float]:
+    """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C).
+
+    AdamW on the head's trainable parameters only; batches drawn with a generator seeded
+    by cfg.seed. Returns the mean loss of each epoch.
+    """
+    if len(dense) != len(targets) or len(pooled) != len(targets):
+        raise ValueError(f"dense ({len(dense)}), pooled ({len(pooled)}) and targets "
+                         f"({len(targets)}) must have the same number of images")
+    params = [p for p in head.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the head has no trainable parameters")
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    y = torch.as_tensor(targets, dtype=torch.long)
+    g = torch.Generator().manual_seed(cfg.seed)
+    head.train()
+    history = []
+    for _ in progress(range(cfg.epochs), desc="epochs", leave=False):
+        order, total = torch.randperm(len(y), generator=g), 0.0
+        for start in range(0, len(y), cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
+            out = head(dense[idx].to(cfg.device), pooled[idx].to(cfg.device))
+            loss = partial_asymmetric_loss(out.probs, y[idx].to(cfg.device), cfg.gamma_pos,
+                                           cfg.gamma_neg, cfg.clip)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+        history.append(total / len(y))
+    head.eval()
+    return history
+
+
+@torch.no_grad()
+def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_size: int = 256,
+            device: str = "cpu") -> tuple[np.ndarray, np.ndarray | None]:
+    """Scores s (N, C) and, for a decoupling head, the attention maps (N, C, h, w)."""
+    head.eval()
+    scores, maps = [], []
+    for start in range(0, len(dense), batch_size):
+        out = head(dense[start:start + batch_size].to(device),
+                   pooled[start:start + batch_size].to(device))
+        scores.append(out.scores.float().cpu())
+        if out.attention is not None:
+            maps.append(out.attention.float().cpu())
+    return torch.cat(scores).numpy(), (torch.cat(maps).numpy() if maps else None)
+
+
+VARIANTS = ("zero-shot", "linear probe", "prompts only", "decoupling only", "full")
+
+
+def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[str],
+              word_vectors: torch.Tensor, hand_prompt: str, tau: float, rank: int = 32,
+              scoring: str = "softmax", seed: int = 0) -> nn.Module:
+    """One of :data:`VARIANTS` on the frozen CLIP; trainable parts initialised from ``seed``.
+
+    zero-shot: hand-prompt text features "<hand_prompt> <name>." vs the global feature;
+    linear probe: σ(W f + b) on the global feature; prompts only: category-specific CoOp
+    context (initialised to the hand prompt's words) vs the global feature; decoupling
+    only: decoupled features vs the hand-prompt text; full: decoupling + prompts.
+    """
+    from ..methods.decoupling import LinearProbe, MultiLabelCLIPHead, SemanticDecoupling
+    from ..models.prompts import PromptLearner
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    torch.manual_seed(seed)
+    device = next(clip_model.parameters()).device
+    dim = clip_model.text_projection.shape[-1] if not isinstance(
+        clip_model.text_projection, nn.Linear) else clip_model.text_projection.out_features
+    if variant == "linear probe":
+        return LinearProbe(dim, len(class_names)).to(device)
+    with torch.no_grad():
+        hand = clip_model.encode_text(tokenizer(
+            [f"{hand_prompt} {n}." for n in class_names]).to(device)).float()  # (C, D)
+    n_ctx = len(hand_prompt.split())
+    prompts = PromptLearner(clip_model, tokenizer, class_names, n_ctx, True, hand_prompt, seed) \
+        if variant in ("prompts only", "full") else None
+    decoupling = SemanticDecoupling(dim, word_vectors.shape[1], rank, rank) \
+        if variant in ("decoupling only", "full") else None
+    return MultiLabelCLIPHead(word_vectors, None if prompts is not None else hand, prompts,
+                              decoupling, tau, scoring).to(device)
+
+
+@torch.no_grad()
+def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "cpu"
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through the
+    model's own open_clip eval transform (so real images of any size work too)."""
+    from PIL import Image
+
+    from ..models.dense import encode_image_dense
+
+    dense, pooled = [], []
+    for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):
+        batch = torch.stack([clip.preprocess(Image.open(p).convert("RGB"))
+                             for p in paths[start:start + batch_size]]).to(device)
+        out = encode_image_dense(clip.model, batch)
+        dense.append(out.dense.float().cpu())
+        pooled.append(out.pooled.float().cpu())
+    return torch.cat(dense), torch.cat(pooled)

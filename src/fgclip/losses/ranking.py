@@ -1,0 +1,81 @@
+"""Bidirectional ranking losses on a batch score matrix S (B, B), S[i, j] = S(I_i, T_j).
+
+The positive pair of image i is caption i (the diagonal); every other caption in the batch
+is a negative for it, and every other image a negative for caption i.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+MINING = ("hardest", "semi-hard", "all")
+
+
+def _check_square(scores: torch.Tensor) -> int:
+    if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or scores.shape[0] < 2:
+        raise ValueError(f"scores must be a square (B, B) matrix with B >= 2, got "
+                         f"{tuple(scores.shape)}")
+    return scores.shape[0]
+
+
+def npair_loss(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Bidirectional multi-class N-Pair loss (Sohn 2016), averaged over both directions.
+
+    L = 1/(2B) sum_i [ log(1 + sum_{j != i} exp((S_ij - S_ii)/tau))
+                     + log(1 + sum_{j != i} exp((S_ji - S_ii)/tau)) ],
+    which is the softmax cross-entropy of each row (image -> captions) and each column
+    (caption -> images) against the diagonal, computed with torch's cross_entropy.
+    """
+    b = _check_square(scores)
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logits = scores / temperature
+    target = torch.arange(b, device=scores.device)
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+
+def _off_diagonal(b: int, device: torch.device) -> torch.Tensor:
+    return ~torch.eye(b, dtype=torch.bool, device=device)
+
+
+def _semi_hard(neg: torch.Tensor, pos: torch.Tensor, margin: float) -> torch.Tensor:
+    """Per-anchor semi-hard hinge: neg (B, B) scores of each anchor's candidates, pos (B, 1).
+
+    The chosen negative is the most similar one that still scores below the positive; an
+    anchor without one takes its least similar negative (the rule of TensorFlow Addons'
+    triplet_semihard_loss).
+    """
+    off = _off_diagonal(neg.shape[0], neg.device)
+    semi = off & (neg < pos)
+    hardest_semi = neg.masked_fill(~semi, float("-inf")).max(dim=1).values  # (B,)
+    easiest = neg.masked_fill(~off, float("inf")).min(dim=1).values  # (B,)
+    chosen = torch.where(semi.any(dim=1), hardest_semi, easiest)
+    return F.relu(margin - pos.squeeze(1) + chosen)
+
+
+def triplet_loss(scores: torch.Tensor, margin: float = 0.2, mining: str = "hardest"
+                 ) -> torch.Tensor:
+    """Bidirectional triplet (hinge) loss with negative mining, averaged over anchors.
+
+    For anchor i and negative j: h_ij = [alpha - S_ii + S_ij]_+ (image anchor, caption
+    negatives) and [alpha - S_ii + S_ji]_+ (caption anchor, image negatives).
+    ``mining``: "hardest" takes max_j h_ij (VSE++, Faghri et al. 2018); "semi-hard" takes
+    the negative with the largest S_ij among those with S_ij < S_ii, else the smallest
+    S_ij (FaceNet, Schroff et al. 2015); "all" sums h_ij over j != i.
+    L = 1/(2B) sum_i (loss of image anchor i + loss of caption anchor i).
+    """
+    _check_square(scores)
+    if mining not in MINING:
+        raise ValueError(f"mining must be one of {MINING}, got {mining!r}")
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    pos = scores.diagonal().unsqueeze(1)  # (B, 1)
+    off = _off_diagonal(scores.shape[0], scores.device)
+    per_dir = []
+    for s in (scores, scores.T):  # rows: image anchors; rows of S^T: caption anchors
+        if mining == "semi-hard":
+            per_dir.append(_semi_hard(s, pos, margin))
+            continue
+        hinge = F.relu(margin - pos + s).masked_fill(~off, 0.0)  # (B, B), diagonal zeroed
+        per_dir.append(hinge.max(dim=1).values if mining == "hardest" else hinge.sum(dim=1))
+    return 0.5 * (per_dir[0].mean() + per_dir[1].mean())

@@ -1,0 +1,151 @@
+"""MaxImage (arXiv 1908.02950): localization maps from a retrieval model's score.
+
+An image branch gives a feature v_{r,c} in R^E per map position, a caption branch a vector
+t_d in R^E per word. Their dot products form the co-localization volume
+m_{r,c,d} = <v_{r,c}, t_d>; an aggregator turns it into the pair score S(I, T):
+
+* MaxImage:        S = (1/N_d) sum_d max_{r,c} m_{r,c,d}
+* average pooling: S = (1/N_d) sum_d (1/(R C)) sum_{r,c} m_{r,c,d}
+* max over tokens: S = (1/(R C)) sum_{r,c} max_d m_{r,c,d}
+
+At test time word d's map is m_{:,:,d}; its argmax is the pointing prediction.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+AGGREGATORS = ("maximage", "average", "max-tokens")
+PARSE_MODES = ("vector", "maps")
+
+
+def colocalization_volume(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """m[i, j, p, d] = <v_i[:, p], t_j[d]> for every image i and caption j of a batch.
+
+    v: (Bi, E, h, w) image features; t: (Bt, L, E) word vectors -> m: (Bi, Bt, h*w, L),
+    one matmul of the (Bi*h*w, E) positions against the (Bt*L, E) words.
+    """
+    if v.ndim != 4 or t.ndim != 3 or v.shape[1] != t.shape[2]:
+        raise ValueError(f"need v (Bi, E, h, w) and t (Bt, L, E) with the same E, got "
+                         f"{tuple(v.shape)} and {tuple(t.shape)}")
+    bi, e, h, w = v.shape
+    bt, n_words, _ = t.shape
+    pos = v.flatten(2).transpose(1, 2).reshape(bi * h * w, e)  # (Bi*P, E)
+    m = pos @ t.reshape(bt * n_words, e).T  # (Bi*P, Bt*L)
+    return m.view(bi, h * w, bt, n_words).permute(0, 2, 1, 3)  # (Bi, Bt, P, L)
+
+
+def aggregate(m: torch.Tensor, mask: torch.Tensor, aggregator: str = "maximage") -> torch.Tensor:
+    """Pair scores S (Bi, Bt) from the volume m (Bi, Bt, P, L) and the word mask (Bt, L).
+
+    Padded words (mask False) take no part in any mean or max (see the module docstring
+    for the three rules).
+    """
+    if aggregator not in AGGREGATORS:
+        raise ValueError(f"aggregator must be one of {AGGREGATORS}, got {aggregator!r}")
+    if mask.shape != (m.shape[1], m.shape[3]):
+        raise ValueError(f"mask {tuple(mask.shape)} does not match volume {tuple(m.shape)}")
+    if not mask.any(dim=1).all():
+        raise ValueError("every caption needs at least one word (mask row all False)")
+    keep = mask[None, :, None, :]  # (1, Bt, 1, L)
+    n_words = mask.sum(dim=1).to(m.dtype)  # (Bt,)
+    if aggregator == "max-tokens":
+        return m.masked_fill(~keep, float("-inf")).amax(dim=3).mean(dim=2)
+    per_word = m.amax(dim=2) if aggregator == "maximage" else m.mean(dim=2)  # (Bi, Bt, L)
+    return (per_word * mask[None].to(m.dtype)).sum(dim=2) / n_words
+
+
+def pair_scores(v: torch.Tensor, t: torch.Tensor, mask: torch.Tensor,
+                aggregator: str = "maximage") -> torch.Tensor:
+    """S (Bi, Bt) for all image-caption pairs of a batch: aggregate(colocalization_volume)."""
+    return aggregate(colocalization_volume(v, t), mask, aggregator)
+
+
+def _mlp(d_in: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, d_out), nn.GELU(), nn.Linear(d_out, d_out))
+
+
+class MaxImageHeads(nn.Module):
+    """The two trainable branches on top of frozen features: a per-position MLP for the
+    image (a pair of 1x1 convolutions, it never mixes positions) and a per-word MLP for the
+    caption, both into a joint space of size ``embed_dim``."""
+
+    def __init__(self, image_dim: int, word_dim: int, embed_dim: int = 64):
+        super().__init__()
+        self.image = _mlp(image_dim, embed_dim)
+        self.text = _mlp(word_dim, embed_dim)
+
+    def encode_image(self, feats: torch.Tensor) -> torch.Tensor:
+        """(B, Di, h, w) frozen features -> v (B, E, h, w)."""
+        return self.image(feats.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    def encode_words(self, words: torch.Tensor) -> torch.Tensor:
+        """(B, L, Dt) frozen word features -> t (B, L, E)."""
+        return self.text(words)
+
+
+def word_maps(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """One image's word maps m_{:,:,d}: v (E, h, w), t (L, E) -> (L, h, w)."""
+    return torch.einsum("ehw,le->lhw", v, t)
+
+
+def _standardize(maps: torch.Tensor) -> torch.Tensor:
+    """(L, h, w) maps, each shifted and scaled to zero mean and unit std over positions."""
+    flat = maps.flatten(1)
+    z = (flat - flat.mean(dim=1, keepdim=True)) / flat.std(dim=1, keepdim=True).clamp_min(1e-6)
+    return z.view_as(maps)
+
+
+def phrase_map(heads: MaxImageHeads, v: torch.Tensor, word_feats: torch.Tensor,
+               mode: str = "vector") -> torch.Tensor:
+    """The map of a multi-word phrase, in the paper's two parse modes.
+
+    v: (E, h, w) one image's projected features; word_feats: (n, Dt) the phrase's frozen
+    word features. ``"vector"``: one vector t_P = f_text((1/n) sum_w x_w), map <v, t_P>.
+    ``"maps"``: (1/n) sum_w z(<v, f_text(x_w)>), the mean of the word maps each
+    standardized over positions (z) so that no word dominates by its norm. Returns (h, w).
+    """
+    if mode not in PARSE_MODES:
+        raise ValueError(f"mode must be one of {PARSE_MODES}, got {mode!r}")
+    if word_feats.ndim != 2 or len(word_feats) == 0:
+        raise ValueError(f"word_feats must be a non-empty (n, Dt), got {tuple(word_feats.shape)}")
+    if mode == "vector":
+        t = heads.encode_words(word_feats.mean(dim=0, keepdim=True))  # (1, E)
+        return word_maps(v, t)[0]
+    maps = word_maps(v, heads.encode_words(word_feats))  # (n, h, w)
+    return _standardize(maps).mean(dim=0)
+
+
+def word_token_spans(tokenizer, words: Sequence[str]) -> list[tuple[int, int]]:
+    """Token positions [start, end) of each whitespace word in the tokenized caption.
+
+    open_clip's BPE may split a word into several tokens; position 0 is the start token, so
+    word k covers 1 + sum_{j<k} n_j ... 1 + sum_{j<=k} n_j. Checked against the encoding of
+    the whole caption, so a tokenizer that merges across spaces is an error, not a shift.
+    """
+    pieces = [tokenizer.encode(w) for w in words]
+    if any(len(p) == 0 for p in pieces):
+        raise ValueError(f"a word of {list(words)!r} encodes to no token")
+    whole = tokenizer.encode(" ".join(words))
+    if [t for p in pieces for t in p] != whole:
+        raise ValueError(f"word-by-word tokens differ from the caption's: {' '.join(words)!r}")
+    spans, start = [], 1
+    for p in pieces:
+        spans.append((start, start + len(p)))
+        start += len(p)
+    return spans
+
+
+def average_spans(tokens: torch.Tensor, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
+    """Word vectors as the mean of their tokens: tokens (T, D) -> (len(spans), D)."""
+    if spans and spans[-1][1] > tokens.shape[0]:
+        raise ValueError(f"span {spans[-1]} runs past the {tokens.shape[0]} tokens")
+    return torch.stack([tokens[a:b].mean(dim=0) for a, b in spans])
+
+
+def normalize_features(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """L2-normalise along ``dim`` (the frozen features enter the heads on the unit sphere)."""
+    return F.normalize(x, dim=dim)

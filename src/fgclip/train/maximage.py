@@ -1,0 +1,351 @@
+"""Chapter 1's pipeline: frozen features cached once, small MaxImage heads trained on them
+by bidirectional retrieval, then the pointing game on every phrase with a box.
+
+The frozen parts: the CLIP image tower's dense grid (``encode_image_dense``) and the CLIP
+text tower's word features. What retrieval training learns: the two ``MaxImageHeads``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from ..datasets import FlickrRecord, read_flickr30k_entities_image
+from ..datasets._files import read_id_list
+from ..losses.ranking import npair_loss, triplet_loss
+from ..methods.maximage import (MaxImageHeads, average_spans, pair_scores, phrase_map,
+                                word_token_spans)
+from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
+                               phrase_pointing, pointing_hit, random_points)
+from ..models import Clip, encode_image_dense, images_to_tensor
+from ..progress import progress
+
+LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
+WORD_FEATURES = ("embedding", "contextual")
+
+
+@dataclass
+class PhraseItem:
+    caption: int  # index into the caption list
+    image: int
+    words: tuple[int, int]  # [first, last + 1) word positions in the caption
+    text: str
+    boxes: list[tuple[float, float, float, float]]
+    center: bool  # whether a ground-truth box contains the image centre
+
+
+@dataclass
+class Corpus:
+    """Captions of a split with their phrases; images referenced by index."""
+    image_paths: list[Path]
+    image_hw: list[tuple[int, int]]
+    captions: list[list[str]]  # words
+    caption_image: list[int]
+    phrases: list[PhraseItem] = field(default_factory=list)
+
+
+def build_corpus(records: list[FlickrRecord]) -> Corpus:
+    """Flatten reader records: every sentence a caption, every phrase with boxes a trial.
+
+    Phrases without boxes (box_status other than "box") are not pointing trials; they are
+    counted by the caller from the records, never dropped silently here.
+    """
+    corpus = Corpus([r.image_path for r in records], [(r.height, r.width) for r in records],
+                    [], [])
+    for i, rec in enumerate(records):
+        for sent in rec.sentences:
+            c = len(corpus.captions)
+            corpus.captions.append(sent.text.split())
+            corpus.caption_image.append(i)
+            for ph in sent.phrases:
+                if ph.box_status != "box":
+                    continue
+                corpus.phrases.append(PhraseItem(
+                    c, i, (ph.first_word, ph.last_word + 1), ph.text, list(ph.boxes),
+                    contains_center(ph.boxes, (rec.height, rec.width))))
+    return corpus
+
+
+def load_images(paths: list[Path], size: int) -> np.ndarray:
+    """uint8 (N, size, size, 3): each image resized (not cropped) to the model's square input,
+    so a map cell stretched over the original image covers the same content."""
+    out = []
+    for p in paths:
+        im = Image.open(p).convert("RGB")
+        if im.size != (size, size):
+            im = im.resize((size, size), Image.BICUBIC)
+        out.append(np.asarray(im))
+    return np.stack(out)
+
+
+@torch.no_grad()
+def image_features(clip: Clip, images: np.ndarray, batch_size: int = 256,
+                   device: str = "cpu") -> torch.Tensor:
+    """Frozen dense grid of uint8 (N, S, S, 3) images, L2-normalised per position:
+    (N, D, h, w) on the CPU."""
+    out = []
+    for i in range(0, len(images), batch_size):
+        x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
+        out.append(torch.nn.functional.normalize(
+            encode_image_dense(clip.model, x).dense.float(), dim=1).cpu())
+    return torch.cat(out)
+
+
+def _caption_tokens(clip: Clip, texts: list[str], kind: str, device: str) -> torch.Tensor:
+    """Per-token features (b, T, Dt) of captions, T trimmed to the longest caption + 2.
+
+    Trimming the padding changes nothing under CLIP's causal mask (a token never attends
+    to later ones), and it halves the cost for short captions.
+    """
+    model = clip.model
+    tokens = clip.tokenizer(texts).to(device)  # (b, context)
+    n_tok = int((tokens != 0).sum(dim=1).max())
+    tokens = tokens[:, :n_tok]
+    x = model.token_embedding(tokens)  # (b, T, width)
+    if kind == "contextual":
+        mask = model.attn_mask[:n_tok, :n_tok] if model.attn_mask is not None else None
+        x = model.transformer(x + model.positional_embedding[:n_tok], attn_mask=mask)
+        x = model.ln_final(x) @ model.text_projection  # (b, T, D)
+    return x.float().cpu()
+
+
+@torch.no_grad()
+def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding",
+                  batch_size: int = 512, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Frozen per-word features (N, L, Dt) and mask (N, L), L = the longest caption.
+
+    ``"embedding"``: the CLIP token-embedding rows (context-free word vectors).
+    ``"contextual"``: the text transformer's output after ln_final and the text projection
+    (each token sees the words before it: CLIP's causal mask). A word split by the BPE is
+    the mean of its tokens (``average_spans``); vectors are L2-normalised. Each distinct
+    caption is encoded once (toy captions repeat a lot).
+    """
+    if kind not in WORD_FEATURES:
+        raise ValueError(f"kind must be one of {WORD_FEATURES}, got {kind!r}")
+    texts = [" ".join(c) for c in captions]
+    unique = sorted(set(texts))
+    row = {t: k for k, t in enumerate(unique)}
+    per_unique = []
+    for s in range(0, len(unique), batch_size):
+        chunk = unique[s:s + batch_size]
+        x = _caption_tokens(clip, chunk, kind, device)
+        for k, text in enumerate(chunk):
+            spans = word_token_spans(clip.tokenizer, text.split())
+            if spans[-1][1] >= clip.model.context_length:
+                raise ValueError(f"caption {text!r} is longer than the text context")
+            per_unique.append(average_spans(x[k], spans))  # (n_words, Dt)
+    n_max = max(len(c) for c in captions)
+    feats = torch.zeros(len(captions), n_max, per_unique[0].shape[1])
+    mask = torch.zeros(len(captions), n_max, dtype=torch.bool)
+    for i, text in enumerate(texts):
+        w = per_unique[row[text]]
+        feats[i, :len(w)], mask[i, :len(w)] = w, True
+    return torch.nn.functional.normalize(feats, dim=2), mask
+
+
+@dataclass
+class TrainConfig:
+    loss: str = "npair"
+    aggregator: str = "maximage"
+    epochs: int = 8
+    batch_size: int = 64
+    lr: float = 2e-3
+    embed_dim: int = 64
+    temperature: float = 0.1  # N-Pair on cosine scores
+    margin: float = 0.2  # triplet hinge
+    seed: int = 0
+    device: str = "cpu"
+
+
+def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int) -> MaxImageHeads:
+    """Heads at their seeded random initialisation (the "untrained model" baseline)."""
+    torch.manual_seed(seed)
+    return MaxImageHeads(image_dim, word_dim, embed_dim)
+
+
+def encode(heads: MaxImageHeads, img: torch.Tensor, words: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cosine geometry: v and t L2-normalised, so every m_{r,c,d} lies in [-1, 1]."""
+    v = torch.nn.functional.normalize(heads.encode_image(img), dim=1)  # (B, E, h, w)
+    t = torch.nn.functional.normalize(heads.encode_words(words), dim=2)  # (B, L, E)
+    return v, t
+
+
+def _loss(scores: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    if cfg.loss == "npair":
+        return npair_loss(scores, cfg.temperature)
+    if cfg.loss.startswith("triplet-"):
+        return triplet_loss(scores, cfg.margin, cfg.loss.removeprefix("triplet-"))
+    raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
+
+
+def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
+                caption_image: list[int], cfg: TrainConfig) -> tuple[MaxImageHeads, list[float]]:
+    """Bidirectional retrieval training of the heads on cached features.
+
+    Each epoch visits every image once in a seeded random order with one of its captions
+    drawn at random, so a batch never holds two positives for one image. Returns the heads
+    and the mean loss per epoch.
+    """
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
+    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed).to(cfg.device)
+    opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr)
+    rng = np.random.default_rng(cfg.seed)
+    by_image: dict[int, list[int]] = {}
+    for c, i in enumerate(caption_image):
+        by_image.setdefault(i, []).append(c)
+    images = np.array(sorted(by_image))
+    history = []
+    for _ in progress(range(cfg.epochs), desc=f"{cfg.loss}/{cfg.aggregator}", leave=False):
+        order = rng.permutation(images)
+        caps = np.array([rng.choice(by_image[i]) for i in order])
+        losses = []
+        for s in range(0, len(order) - 1, cfg.batch_size):
+            bi, bc = order[s:s + cfg.batch_size], caps[s:s + cfg.batch_size]
+            if len(bi) < 2:
+                continue  # a last batch of one image has no negative
+            v, t = encode(heads, img[bi].to(cfg.device), words[bc].to(cfg.device))
+            loss = _loss(pair_scores(v, t, mask[bc].to(cfg.device), cfg.aggregator), cfg)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        history.append(float(np.mean(losses)))
+    return heads.eval(), history
+
+
+@torch.no_grad()
+def project_images(heads: MaxImageHeads, img: torch.Tensor, batch_size: int = 512
+                   ) -> torch.Tensor:
+    """v for every cached image: (N, Di, h, w) -> (N, E, h, w), L2-normalised per position."""
+    return torch.cat([torch.nn.functional.normalize(heads.encode_image(img[s:s + batch_size]),
+                                                    dim=1) for s in range(0, len(img), batch_size)])
+
+
+@torch.no_grad()
+def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+                  corpus: Corpus, mode: str = "vector") -> list[tuple[float, float]]:
+    """Argmax point of every phrase's map (parse ``mode``), in image pixels; v from
+    :func:`project_images`."""
+    points = []
+    for ph in corpus.phrases:
+        a, b = ph.words
+        heat = phrase_map(heads, v[ph.image], words[ph.caption, a:b], mode)  # (h, w)
+        points.append(argmax_point(heat, corpus.image_hw[ph.image]))
+    return points
+
+
+@torch.no_grad()
+def caption_word_maps(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+                      image: int, caption: int, n_words: int) -> torch.Tensor:
+    """Every word's map of one caption on one image: (n_words, h, w) cosine scores."""
+    t = torch.nn.functional.normalize(heads.encode_words(words[caption, :n_words]), dim=1)
+    return torch.einsum("ehw,le->lhw", v[image], t)
+
+
+def two_object_pairs(corpus: Corpus) -> list[tuple[int, int]]:
+    """Pairs (a, b) of phrase indices from one caption whose boxes differ: the captions that
+    name two different objects of their image, for the token-selectivity test."""
+    by_caption: dict[int, list[int]] = {}
+    for k, ph in enumerate(corpus.phrases):
+        by_caption.setdefault(ph.caption, []).append(k)
+    pairs = []
+    for ks in by_caption.values():
+        for x in range(len(ks)):
+            for y in range(x + 1, len(ks)):
+                if corpus.phrases[ks[x]].boxes != corpus.phrases[ks[y]].boxes:
+                    pairs.append((ks[x], ks[y]))
+    return pairs
+
+
+@torch.no_grad()
+def head_word_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+                     corpus: Corpus, phrase_ids: list[int]) -> dict[int, tuple[float, float]]:
+    """Argmax of the map of each phrase's last word (its head noun: the shape name)."""
+    out = {}
+    for k in phrase_ids:
+        ph = corpus.phrases[k]
+        heat = caption_word_maps(heads, v, words, ph.image, ph.caption, ph.words[1])[-1]
+        out[k] = argmax_point(heat, corpus.image_hw[ph.image])
+    return out
+
+
+def selectivity(points: dict[int, tuple[float, float]], pairs: list[tuple[int, int]],
+                corpus: Corpus) -> dict[str, float]:
+    """Token selectivity over two-object captions.
+
+    For a pair (a, b): own_a = hit(p_a, B_a), other_a = hit(p_a, B_b) and not own_a.
+    Returns the share of pairs where both words land on their own objects ("both_own"),
+    where they swap ("swapped": each on the other's object), and per word the rates of
+    landing on its own ("own") and on the other object ("other").
+    """
+    if not pairs:
+        raise ValueError("no caption names two different objects: selectivity is undefined")
+    both, swapped, own, other = [], [], [], []
+    for a, b in pairs:
+        hw = corpus.image_hw[corpus.phrases[a].image]
+        ba, bb = corpus.phrases[a].boxes, corpus.phrases[b].boxes
+        oa, ob = pointing_hit(points[a], ba, hw), pointing_hit(points[b], bb, hw)
+        xa = not oa and pointing_hit(points[a], bb, hw)
+        xb = not ob and pointing_hit(points[b], ba, hw)
+        both.append(oa and ob)
+        swapped.append(xa and xb)
+        own += [oa, ob]
+        other += [xa, xb]
+    return {"n_pairs": len(pairs), "both_own": float(np.mean(both)),
+            "swapped": float(np.mean(swapped)), "own": float(np.mean(own)),
+            "other": float(np.mean(other))}
+
+
+@dataclass
+class Split:
+    """One split read through the Flickr30K Entities reader, with its frozen features."""
+    corpus: Corpus
+    images: np.ndarray  # (N, S, S, 3) uint8 at the model's input size
+    img: torch.Tensor  # (N, D, h, w) frozen dense features
+    words: torch.Tensor  # (C, L, Dt) frozen word features
+    mask: torch.Tensor  # (C, L)
+
+
+def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
+               word_kind: str = "embedding", device: str = "cpu") -> Split:
+    """Read the first ``n_images`` of ``<root>/<split>.txt`` and compute frozen features once."""
+    ids = read_id_list(Path(root) / f"{split}.txt", "split list")[:n_images]
+    records = [read_flickr30k_entities_image(root, i) for i in ids]
+    if not records:
+        raise ValueError(f"split {split!r} of {root} lists no image")
+    corpus = build_corpus(records)
+    images = load_images(corpus.image_paths, clip.image_size)
+    img = image_features(clip, images, device=device)
+    words, mask = word_features(clip, corpus.captions, word_kind, device=device)
+    return Split(corpus, images, img, words, mask)
+
+
+def evaluate_pointing(heads: MaxImageHeads, data: Split, modes: tuple[str, ...] = ("vector",),
+                      min_box_area: float = 0.05) -> dict[str, PhrasePointing]:
+    """Per-phrase pointing game of every parse mode on a split's phrases with boxes."""
+    v = project_images(heads, data.img)
+    hws = [data.corpus.image_hw[p.image] for p in data.corpus.phrases]
+    boxes = [p.boxes for p in data.corpus.phrases]
+    return {m: phrase_pointing(phrase_points(heads, v, data.words, data.corpus, m), boxes, hws,
+                               min_box_area) for m in modes}
+
+
+def stratum_masks(result: PhrasePointing, corpus: Corpus) -> dict[str, np.ndarray]:
+    """Boolean masks over a result's evaluated phrases: "all", "center" (a box contains the
+    image centre) and "non-center"; aligned with ``result.evaluated_hits()``."""
+    center = np.array([ph.center for ph, h in zip(corpus.phrases, result.hits) if h is not None])
+    return {"all": np.ones_like(center), "center": center, "non-center": ~center}
+
+
+def baseline_results(data: Split, seed: int, min_box_area: float = 0.05
+                     ) -> dict[str, PhrasePointing]:
+    """The centre-point and uniform-random-point baselines on a split's phrases."""
+    hws = [data.corpus.image_hw[p.image] for p in data.corpus.phrases]
+    boxes = [p.boxes for p in data.corpus.phrases]
+    return {"center": phrase_pointing([center_point(hw) for hw in hws], boxes, hws, min_box_area),
+            "random": phrase_pointing(random_points(hws, seed), boxes, hws, min_box_area)}

@@ -49,7 +49,7 @@ n_train = 600  # images read from the train split (each with all its captions)
 n_test = 300  # images read from the test split
 word_features = "contextual"  # frozen text features: contextual (text tower) or embedding
 embed_dim = 64  # joint space of the trainable heads
-epochs = 4
+epochs = 16  # passes over the training images (each pass is n_train / batch_size steps)
 batch_size = 64
 lr = 0.002
 temperature = 0.1  # N-Pair on cosine scores
@@ -57,8 +57,8 @@ margin = 0.2  # triplet hinge
 min_box_area = 0.05  # skip phrases whose boxes cover less of the image (per-phrase protocol)
 n_bootstrap = 2000
 bias_levels = [0.0, 0.3, 0.6, 0.9]  # toy-world center_bias values for the sweep; empty list skips it
-bias_n_train = 300
-bias_n_test = 150
+bias_n_train = 600
+bias_n_test = 300
 batch_sizes = [8, 32, 128]  # N-Pair batch-size sweep; empty list skips it
 results_path = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
@@ -358,9 +358,10 @@ display(sel.style.format({"n_pairs": "{:.0f}", "both_own": "{:.3f}", "swapped": 
 # baseline would shrink as the bias grows, and on an unbiased world the model would be no
 # better than chance.
 #
-# Each point of this sweep is a single seed, while Table 2 shows that runs with different
-# seeds can differ widely; a point whose model accuracy is far below the untrained heads
-# is a failed run, not a property of the bias. Read the `model` column next to the margin.
+# Runs with different seeds can differ (Table 2), so each point trains one model per seed
+# and scores every phrase by its hit rate over those models; the paired bootstrap then
+# resamples phrases. A point whose model accuracy is far below the untrained heads is
+# failed training, not a property of the bias: read the `model` column next to the margin.
 
 # %%
 sweep = []
@@ -373,16 +374,17 @@ for bias in bias_levels if model.startswith("toy") else []:
         write_toyworld_meta(broot, bworld, seed)
     btrain = load_split(clip, broot, train_split, bias_n_train, word_features, device)
     btest = load_split(clip, broot, test_split, bias_n_test, word_features, device)
-    heads, _ = run("npair", "maximage", seed, btrain)
-    r = evaluate_pointing(heads, btest, ("vector",), min_box_area)["vector"]
+    bias_runs = [evaluate_pointing(run("npair", "maximage", s, btrain)[0], btest, ("vector",),
+                                   min_box_area)["vector"] for s in seeds]
+    hits = np.mean([r.evaluated_hits() for r in bias_runs], axis=0)  # per phrase, over the seeds
     b = baseline_results(btest, seed, min_box_area)
-    bm = stratum_masks(r, btest.corpus)
+    bm = stratum_masks(bias_runs[0], btest.corpus)
     for stratum, against in (("all", "center"), ("non-center", "random")):
         m = bm[stratum]
-        d, lo, hi = paired_bootstrap_diff(r.evaluated_hits()[m], b[against].evaluated_hits()[m],
+        d, lo, hi = paired_bootstrap_diff(hits[m], b[against].evaluated_hits()[m],
                                           n_resamples=n_bootstrap, seed=seed)
         sweep.append(dict(center_bias=bias, stratum=stratum, baseline=against, diff=d, low=lo,
-                          high=hi, model=r.evaluated_hits()[m].mean(),
+                          high=hi, model=hits[m].mean(),
                           baseline_acc=b[against].evaluated_hits()[m].mean(), n=int(m.sum())))
 sweep = pd.DataFrame(sweep)
 if len(sweep):
@@ -488,7 +490,7 @@ bullets.append(
     f"{sel.loc['center', 'both_own']:.1%}.")
 if len(sweep):
     s_all = sweep[sweep.stratum == "all"].sort_values("center_bias")
-    bullets.append(f"Centre-bias sweep (one seed, {seed}): model minus centre on all phrases "
+    bullets.append(f"Centre-bias sweep (hits averaged over seeds {seeds}): model minus centre on all phrases "
                    "(model accuracy in brackets) at bias " + ", ".join(
                        f"{b:.1f}: {d:+.3f} ({m:.1%})" for b, d, m in
                        zip(s_all.center_bias, s_all["diff"], s_all["model"])) + ".")

@@ -11,7 +11,8 @@ JavaScript (`--dump-dom`), and the checks run on the DOM it returns:
 - every Colab link of a chapter points at that chapter's paired .ipynb in the repository;
 - every internal link resolves to a built file, and its #fragment to an id on that page.
 
-A screenshot of each chapter page's first screen goes to `_build/screenshots/`.
+A screenshot of each chapter page's first screen, and a tall one that reaches its first
+figures, go to `_build/screenshots/`.
 """
 from __future__ import annotations
 
@@ -158,3 +159,8 @@ def test_screenshot_of_each_chapter(server, page):
     shot.unlink(missing_ok=True)
     chromium(f"--screenshot={shot}", "--window-size=1280,1000", urljoin(server, f"{page}.html"))
     assert shot.is_file() and shot.stat().st_size > 20_000, f"{page}: screenshot is empty"
+    # and a tall one, down to the chapter's first figures
+    tall = SHOTS / f"{Path(page).name}-tall.png"
+    tall.unlink(missing_ok=True)
+    chromium(f"--screenshot={tall}", "--window-size=1280,9000", urljoin(server, f"{page}.html"))
+    assert tall.is_file() and tall.stat().st_size > shot.stat().st_size, f"{page}: tall screenshot failed"

@@ -67,8 +67,10 @@ def _check_type(name: str, value: Any, default: Any) -> Any:
 
 def validate(chapter: str, params: dict[str, Any]) -> dict[str, Any]:
     """Checked parameters; raises ParameterError naming the first bad one."""
-    notebook = chapter_notebook(chapter)
-    defaults = chapter_defaults(notebook)
+    return _check_params(chapter, params, chapter_defaults(chapter_notebook(chapter)))
+
+
+def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ParameterError(f"{chapter}: unknown parameter(s) {', '.join(map(repr, unknown))}; "
@@ -106,19 +108,19 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
     """Validate, then execute the chapter into runs/<chapter>/<timestamp>/."""
     import papermill
 
-    checked = validate(chapter, params)
+    notebook = chapter_notebook(chapter)
+    defaults = chapter_defaults(notebook)
+    checked = _check_params(chapter, params, defaults)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     out = Path(runs_dir) / chapter / stamp
     out.mkdir(parents=True)
     checked["results_path"] = str((out / "results.json").resolve())
-    defaults = chapter_defaults(chapter_notebook(chapter))
     for key in ("data_root", "pretrained"):  # paths are the caller's, not the notebook folder's
         if checked.get(key) == defaults.get(key):
             continue  # a default stays relative to the notebook
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():
             checked[key] = str(Path(checked[key]).expanduser().resolve())
     atomic_write_text(out / "params.yaml", yaml.safe_dump(checked, sort_keys=True))
-    notebook = chapter_notebook(chapter)
     papermill.execute_notebook(str(notebook), str(out / notebook.name), parameters=checked,
                                cwd=str(notebook.parent), kernel_name=kernel, progress_bar=False)
     if not (out / "results.json").is_file():

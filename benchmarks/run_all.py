@@ -6,7 +6,8 @@
 Each ``bench_<name>.py`` writes ``results/<name>.json`` (see common.py). The book's cost is
 read from jupyter-book's execution cache (``_build/.jupyter_cache``, filled by
 ``make book``): the wall time of each chapter notebook and the total. The combined table
-goes to stdout and to ``results/summary.md``.
+goes to stdout and to ``results/summary.md``; every result together, with the book's cost,
+goes to ``benchmarks/results.json``.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 from common import RESULTS_DIR
-from fgclip.fileio import atomic_write_text
+from fgclip.fileio import atomic_write_json, atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parent / "_build" / ".jupyter_cache"
@@ -74,6 +75,9 @@ def main() -> int:
     failed = [] if a.report else run_benchmarks()
     text = summary()
     atomic_write_text(RESULTS_DIR / "summary.md", text)
+    combined = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS_DIR.glob("*.json"))}
+    combined["book_cost_s"] = dict(book_cost())
+    atomic_write_json(HERE / "results.json", combined, indent=2)
     print(text)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

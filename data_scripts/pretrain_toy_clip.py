@@ -29,6 +29,12 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--weight-decay", type=float, default=d.weight_decay)
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     p.add_argument("--precision", choices=["fp32", "bf16"], default=d.precision)
+    p.add_argument("--attention", choices=["explicit", "sdpa"], default=d.attention,
+                   help="explicit: softmax(QK^T)V by batched matmuls (fast path); sdpa: open_clip as is")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,
+                   help="torch.compile the model (about 30 s of compilation, then faster steps)")
+    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
+                   default=d.keep_freed_memory, help="glibc malloc keeps freed buffers (fast path)")
     p.add_argument("--device", default=d.device)
     p.add_argument("--ckpt-every", type=int, default=d.ckpt_every)
     p.add_argument("--log-every", type=int, default=d.log_every)
@@ -46,7 +52,8 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     return PretrainConfig(
         model=a.model, out_dir=a.out_dir, seed=a.seed, n_train=a.n_train, n_val=a.n_val,
         epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, weight_decay=a.weight_decay,
-        warmup_steps=a.warmup_steps, precision=a.precision, device=a.device,
+        warmup_steps=a.warmup_steps, precision=a.precision, attention=a.attention,
+        compile=a.compile, keep_freed_memory=a.keep_freed_memory, device=a.device,
         ckpt_every=a.ckpt_every, log_every=a.log_every, max_steps=a.max_steps,
         full_caption_weight=a.full_caption_weight,
         cache_dir=None if a.cache_dir == "none" else a.cache_dir,

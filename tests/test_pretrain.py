@@ -93,8 +93,10 @@ def test_ranks_split_the_global_batch():
 def test_bf16_fast_path_tracks_fp32_reference(tmp_path):
     common = dict(n_train=64, batch_size=16, epochs=1, warmup_steps=2, log_every=1,
                   ckpt_every=100, cache_dir=None, n_val=32)
-    ref = train(PretrainConfig(out_dir=str(tmp_path / "fp32"), precision="fp32", **common))
-    fast = train(PretrainConfig(out_dir=str(tmp_path / "bf16"), precision="bf16", **common))
+    ref = train(PretrainConfig(out_dir=str(tmp_path / "fp32"), precision="fp32", attention="sdpa",
+                               **common))
+    fast = train(PretrainConfig(out_dir=str(tmp_path / "bf16"), precision="bf16", attention="explicit",
+                                **common))
     lr, lf = [h["loss"] for h in ref["history"] if "loss" in h], [h["loss"] for h in fast["history"] if "loss" in h]
     # bf16 keeps 8 bits of mantissa: the contrastive loss agrees to about 1%
     assert lf == pytest.approx(lr, rel=0.02)
@@ -108,7 +110,7 @@ def test_lr_schedule_warms_up_then_decays():
     assert lr_at(100, 100, cfg) == pytest.approx(0.0)
 
 
-@pytest.mark.parametrize("field,value", [("precision", "fp16"), ("batch_size", 0),
+@pytest.mark.parametrize("field,value", [("precision", "fp16"), ("batch_size", 0), ("attention", "flash"),
                                          ("full_caption_weight", 2.0), ("threads", 0)])
 def test_bad_pretrain_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
@@ -118,3 +120,16 @@ def test_bad_pretrain_config_names_the_field(field, value):
 def test_batch_larger_than_data_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="n_train"):
         train(PretrainConfig(out_dir=str(tmp_path), n_train=8, batch_size=16, cache_dir=None))
+
+
+def test_cli_switches_each_piece_of_the_fast_path():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pretrain_toy_clip", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    default = mod.parse_args([])
+    assert (default.precision, default.attention, default.compile, default.keep_freed_memory) == \
+        ("bf16", "explicit", False, True)
+    ref = mod.parse_args(["--precision", "fp32", "--attention", "sdpa", "--no-keep-freed-memory"])
+    assert (ref.precision, ref.attention, ref.keep_freed_memory) == ("fp32", "sdpa", False)
+    assert mod.parse_args(["--compile"]).compile is True

@@ -18,8 +18,9 @@ also after an exception.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,55 @@ class AttentionCapture:
         return list(torch.autograd.grad(score.sum(), self.maps, retain_graph=retain_graph))
 
 
+def explicit_attention(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor,
+                       value: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                       on_probs: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+    """Multi-head attention written out with ``mha``'s own weights:
+
+        A^h = softmax(Q^h K^h^T / sqrt(d_h) + M),   out = concat_h(A^h V^h) W_o + b_o
+
+    Same result as ``mha(query, key, value, attn_mask=M)[0]`` up to float rounding.
+    ``on_probs`` receives every A^h (B, H, L, S) as it is used (attention capture). When
+    query, key and value are one tensor (self-attention), Q, K and V come from one matmul.
+    Hand-written because torch's fused kernels hide A^h and, on CPU under bf16, their
+    backward is several times slower than these three batched matmuls at CLIP's short
+    sequence lengths (measured in ``benchmarks/bench_train.py``).
+    """
+    if mha.in_proj_weight is None:
+        raise ValueError("explicit attention: separate q/k/v projection weights "
+                         "(kdim/vdim != embed_dim) are not supported")
+    if not mha.batch_first:  # (L, B, E) -> (B, L, E)
+        query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+    e, h = mha.embed_dim, mha.num_heads
+    if query is key and key is value:
+        qkv = F.linear(query, mha.in_proj_weight, mha.in_proj_bias)  # (B, L, 3E)
+        q, k, v = qkv.unflatten(-1, (3, h, e // h)).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, d_h)
+    else:
+        q, k, v = (_project(mha, x, part) for part, x in enumerate((query, key, value)))
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5  # (B, H, L, S)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros_like(attn_mask, dtype=scores.dtype).masked_fill(attn_mask, float("-inf"))
+        if attn_mask.dim() == 3:  # (B * H, L, S)
+            attn_mask = attn_mask.view(scores.shape)
+        scores = scores + attn_mask
+    probs = scores.softmax(dim=-1)  # A^h: (B, H, L, S)
+    if on_probs is not None:
+        on_probs(probs)
+    probs = F.dropout(probs, mha.dropout, training=mha.training)
+    out = (probs @ v).transpose(1, 2).flatten(2)  # (B, L, E)
+    out = mha.out_proj(out)
+    return out.transpose(0, 1) if not mha.batch_first else out
+
+
+def _project(mha: nn.MultiheadAttention, x: torch.Tensor, part: int) -> torch.Tensor:
+    """(B, L, E) -> (B, H, L, d_h) for the query (0), key (1) or value (2) projection."""
+    e, h = mha.embed_dim, mha.num_heads
+    bias = mha.in_proj_bias[part * e:(part + 1) * e] if mha.in_proj_bias is not None else None
+    y = F.linear(x, mha.in_proj_weight[part * e:(part + 1) * e], bias)  # (B, L, E)
+    return y.unflatten(-1, (h, e // h)).transpose(1, 2)  # (B, H, L, d_h)
+
+
 class _CapturingAttention(nn.Module):
     """Drop-in for an ``nn.MultiheadAttention`` that records its probabilities."""
 
@@ -57,13 +107,6 @@ class _CapturingAttention(nn.Module):
         self.mha = mha
         self.capture = capture
 
-    def _project(self, x: torch.Tensor, part: int) -> torch.Tensor:
-        """(B, L, E) -> (B, H, L, d_h) for the query (0), key (1) or value (2) projection."""
-        e, h = self.mha.embed_dim, self.mha.num_heads
-        bias = self.mha.in_proj_bias[part * e:(part + 1) * e] if self.mha.in_proj_bias is not None else None
-        y = F.linear(x, self.mha.in_proj_weight[part * e:(part + 1) * e], bias)  # (B, L, E)
-        return y.unflatten(-1, (h, e // h)).transpose(1, 2)  # (B, H, L, d_h)
-
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 key_padding_mask: torch.Tensor | None = None, need_weights: bool = True,
                 attn_mask: torch.Tensor | None = None, average_attn_weights: bool = True,
@@ -71,23 +114,7 @@ class _CapturingAttention(nn.Module):
         if key_padding_mask is not None or is_causal:
             raise ValueError("capture_attention: key_padding_mask / is_causal are not supported; "
                              "open_clip passes its masks as attn_mask")
-        if not self.mha.batch_first:  # (L, B, E) -> (B, L, E)
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        q, k, v = self._project(query, 0), self._project(key, 1), self._project(value, 2)
-        scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (B, H, L, S)
-        if attn_mask is not None:
-            if attn_mask.dtype == torch.bool:
-                attn_mask = torch.zeros_like(attn_mask, dtype=scores.dtype).masked_fill(attn_mask, float("-inf"))
-            if attn_mask.dim() == 3:  # (B * H, L, S)
-                attn_mask = attn_mask.view(scores.shape)
-            scores = scores + attn_mask
-        probs = scores.softmax(dim=-1)  # A^h_l: (B, H, L, S)
-        self.capture.maps.append(probs)
-        probs = F.dropout(probs, self.mha.dropout, training=self.training)
-        out = (probs @ v).transpose(1, 2).flatten(2)  # (B, L, E)
-        out = self.mha.out_proj(out)
-        if not self.mha.batch_first:
-            out = out.transpose(0, 1)
+        out = explicit_attention(self.mha, query, key, value, attn_mask, self.capture.maps.append)
         return out, None
 
 
@@ -124,3 +151,34 @@ def capture_attention(tower: nn.Module) -> Iterator[AttentionCapture]:
     finally:
         for block, mha in zip(blocks, originals):
             block.attn = mha
+
+
+def _explicit_block_attention(block: nn.Module, q_x: torch.Tensor, k_x: torch.Tensor | None = None,
+                              v_x: torch.Tensor | None = None,
+                              attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """open_clip's ``ResidualAttentionBlock.attention`` with :func:`explicit_attention` inside."""
+    k_x = q_x if k_x is None else k_x
+    v_x = q_x if v_x is None else v_x
+    attn_mask = attn_mask.to(q_x.dtype) if attn_mask is not None else None
+    if not isinstance(block.attn, nn.MultiheadAttention):  # e.g. a capture in progress
+        return block.attn(q_x, k_x, v_x, need_weights=False, attn_mask=attn_mask)[0]
+    return explicit_attention(block.attn, q_x, k_x, v_x, attn_mask)
+
+
+def set_explicit_attention(model: nn.Module, enabled: bool = True) -> int:
+    """Route every open_clip residual attention block of ``model`` through
+    :func:`explicit_attention` (``enabled=True``) or back to ``nn.MultiheadAttention``.
+
+    The switch is an attribute on each block instance, so parameters, state_dict keys and
+    checkpoints are unchanged. Returns the number of blocks switched (0 for a model
+    without transformer blocks, e.g. a ResNet image tower alone).
+    """
+    from open_clip.transformer import ResidualAttentionBlock
+
+    blocks = [m for m in model.modules() if isinstance(m, ResidualAttentionBlock)]
+    for block in blocks:
+        if enabled:
+            block.attention = functools.partial(_explicit_block_attention, block)
+        elif "attention" in block.__dict__:
+            del block.attention
+    return len(blocks)

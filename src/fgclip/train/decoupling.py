@@ -37,7 +37,7 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
     params = [p for p in head.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the head has no trainable parameters")
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     y = torch.as_tensor(targets, dtype=torch.long)
     g = torch.Generator().manual_seed(cfg.seed)
     head.train()

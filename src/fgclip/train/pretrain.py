@@ -21,12 +21,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ..evaluation import retrieval_metrics
 from ..models import create_clip, images_to_tensor
+from ..models.attention import set_explicit_attention
 from ..progress import progress
 from ..seeding import seed_everything
 from ..toyworld import ToyWorldConfig
 from .checkpoint import load_checkpoint, save_atomic
 from .distributed import DistInfo, init_distributed, resolve_device, shutdown
-from .fast import contrastive_step, make_optimizer
+from .fast import ATTENTION_IMPLS, contrastive_step, keep_freed_memory, make_optimizer, prepare_model
 from .toy_data import CaptionedImages, build_caption_cache
 
 
@@ -43,6 +44,9 @@ class PretrainConfig:
     weight_decay: float = 0.1
     warmup_steps: int = 200
     precision: str = "bf16"  # "fp32" is the reference path
+    attention: str = "explicit"  # "sdpa": open_clip's nn.MultiheadAttention as is
+    compile: bool = False  # torch.compile the model (pays off after a few hundred steps)
+    keep_freed_memory: bool = True  # glibc keeps freed buffers (no page faults per step)
     device: str = "cpu"
     ckpt_every: int = 100
     log_every: int = 25
@@ -56,6 +60,8 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if self.precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {self.precision!r}")
+        if self.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or None, got {self.threads}")
         for name in ("n_train", "epochs", "batch_size", "ckpt_every", "log_every"):
@@ -112,6 +118,8 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
     info = init_distributed(cfg.device)
     device = resolve_device(cfg.device, info)
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // info.world_size))
+    if cfg.keep_freed_memory:
+        keep_freed_memory()
     seed_everything(cfg.seed)
     out = Path(cfg.out_dir)
     clip = create_clip(cfg.model, pretrained=None, device=str(device))
@@ -131,6 +139,7 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         global_step, history = ckpt["global_step"], ckpt["history"]
         torch.set_rng_state(ckpt["torch_rng"])
     ddp = DistributedDataParallel(model) if info.enabled else model
+    step_model = prepare_model(ddp, cfg.attention, cfg.compile)  # shares model's parameters
     loss_fn = ClipLoss(local_loss=False, gather_with_grad=True, rank=info.rank,
                        world_size=info.world_size)
     end = total if cfg.max_steps is None else min(total, cfg.max_steps)
@@ -144,7 +153,7 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         texts = train_data.tokens[rows, slots].to(device)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(global_step, total, cfg)
-        running += contrastive_step(ddp, loss_fn, optimizer, images, texts, device, cfg.precision)
+        running += contrastive_step(step_model, loss_fn, optimizer, images, texts, device, cfg.precision)
         with torch.no_grad():
             model.logit_scale.clamp_(0, math.log(100))
         seen += len(rows) * info.world_size
@@ -182,5 +191,6 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
 
 def _final_metrics(clip, world: ToyWorldConfig, cfg: PretrainConfig) -> dict:
     clip.model.eval()
+    set_explicit_attention(clip.model, enabled=False)  # evaluate the model as it ships
     return retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val",
                              precision=cfg.precision)

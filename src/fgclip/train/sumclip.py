@@ -82,7 +82,7 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     null = torch.zeros(2, device=device, requires_grad=True)  # "no object" logits: sup, pl
     nulls = (null[0], null[1]) if cfg.null_weight > 0 else (None, None)
     params = [p for p in head.parameters() if p.requires_grad] + [null]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     gen = torch.Generator().manual_seed(cfg.seed)
     head.train()
     for epoch in range(cfg.epochs):

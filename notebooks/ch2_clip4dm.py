@@ -64,17 +64,16 @@ import pandas as pd
 import seaborn as sns
 import torch
 from IPython.display import display
-from PIL import Image
 
-from fgclip.datasets import read_foil_split
+from fgclip.datasets import foil_caption_rows, read_foil_split
 from fgclip.methods.clip4dm import (AttributionConfig, clip4dm, clip4dm_variants, clip_score,
                                     f_clip_score, leave_one_word_out, normalize_per_caption,
                                     random_word)
 from fgclip.metrics.misalignment import (binned_threshold_f1, binned_thresholds,
                                          evaluate_attributions, foil_ap, threshold_f1,
-                                         threshold_localization, tune_threshold, word_auc,
-                                         word_labels)
-from fgclip.models import create_clip, images_to_tensor
+                                         threshold_localization, threshold_transfer, tune_threshold,
+                                         word_auc, word_labels)
+from fgclip.models import create_clip, load_image_batch
 from fgclip.reporting import found_box, write_results
 from fgclip.seeding import seed_everything
 from fgclip.stats import bootstrap_ci
@@ -139,40 +138,9 @@ for split in (val_split, test_split):
 clip = create_clip(model, pretrained=pretrained, device=device)
 
 
-def load_split(split: str) -> pd.DataFrame:
-    """One row per caption: the foils and their (deduplicated) originals."""
-    pairs = read_foil_split(root, split).pairs
-    pairs = pairs[:max_pairs] if max_pairs > 0 else pairs
-    rows = [dict(caption=p.foiled, image=str(p.image_path), target=p.word_index,
-                 foil_type=p.foil_type or "foil", foil_word=p.foil_span) for p in pairs]
-    seen = set()
-    for p in pairs:
-        if p.original_annotation_id not in seen:
-            seen.add(p.original_annotation_id)
-            rows.append(dict(caption=p.original, image=str(p.image_path), target=None,
-                             foil_type="original", foil_word=""))
-    return pd.DataFrame(rows)
-
-
-def load_images(paths: list[str]) -> tuple[list[np.ndarray], torch.Tensor, list[int]]:
-    """The distinct images (uint8 and preprocessed) and, per caption, its image's index.
-
-    Square images of one size (the toy world) are batched; others (real COCO photos) go
-    through open_clip's own eval transform one by one.
-    """
-    unique = sorted(set(paths))
-    pil = [Image.open(p).convert("RGB") for p in unique]
-    raw = [np.asarray(im) for im in pil]  # (H, W, 3) uint8 each
-    if len({im.size for im in pil}) == 1 and pil[0].size[0] == pil[0].size[1]:
-        tensor = images_to_tensor(torch.from_numpy(np.stack(raw)), clip)
-    else:
-        tensor = torch.stack([clip.preprocess(im) for im in pil])
-    position = {p: i for i, p in enumerate(unique)}
-    return raw, tensor, [position[p] for p in paths]
-
-
-data = {split: load_split(split) for split in (val_split, test_split)}
-images = {split: load_images(df.image.tolist()) for split, df in data.items()}
+data = {split: pd.DataFrame(foil_caption_rows(read_foil_split(root, split), max_pairs))
+        for split in (val_split, test_split)}
+images = {split: load_image_batch(df.image.tolist(), clip) for split, df in data.items()}
 counts = pd.DataFrame({s: df.foil_type.value_counts() for s, df in data.items()}).fillna(0).astype(int)
 display(counts)
 print(data[test_split].query("target == target").head(4)[["caption", "foil_type", "foil_word", "target"]])
@@ -335,26 +303,14 @@ print(f"foil word: {test.foil_word[first]!r} at position {int(test.target[first]
 # $w_j$ but lets ε depend on the pair's CLIPScore.
 
 # %%
-def transfer_table(w: dict, split_src: str, split_dst: str) -> tuple[pd.DataFrame, dict]:
-    """F1 on each target type (columns) with ε tuned on each source type (rows)."""
-    types = sorted(t for t in data[split_src].foil_type.unique() if t != "original")
-
-    def subset(split, ftype):
-        idx = [i for i, f in enumerate(data[split].foil_type) if f == ftype]
-        return [w[split][i] for i in idx], [labels[split][i] for i in idx]
-
-    eps_of = {src: tune_threshold(*subset(split_src, src)) for src in types}
-    table = {src: {dst: threshold_f1(*subset(split_dst, dst), eps_of[src]) for dst in types}
-             for src in types}
-    return pd.DataFrame(table).T, eps_of
-
-
 raw_w = {s: attr[s][main].w for s in data}
 norm_w = {s: [normalize_per_caption(w) for w in attr[s][main].w] for s in data}
 transfer = {}
 fig, axes = plt.subplots(1, 2, figsize=(COLUMN_WIDTH * 1.3, COLUMN_WIDTH * 0.5))
 for ax, (label, w_of) in zip(axes, (("raw $w_j$", raw_w), ("per-caption $z_j$ (our fix)", norm_w))):
-    table, eps_of = transfer_table(w_of, val_split, test_split)
+    src, dst = ((w_of[s], labels[s], data[s].foil_type.tolist()) for s in (val_split, test_split))
+    table, eps_of = threshold_transfer(src, dst)  # F1 on each test type with ε tuned on each val type
+    table = pd.DataFrame(table).T
     transfer[label] = (table, eps_of)
     sns.heatmap(table, annot=True, fmt=".2f", vmin=0, vmax=1, cmap="viridis", ax=ax,
                 cbar_kws={"label": "word F1 on test"})

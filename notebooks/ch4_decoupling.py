@@ -73,7 +73,7 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from fgclip.datasets import read_coco_split, read_voc
+from fgclip.datasets import read_detection_split
 from fgclip.methods.decoupling import (category_scores, clip_word_vectors, load_glove,
                                        trainable_parameters)
 from fgclip.metrics.multilabel import mean_average_precision, per_class_ap
@@ -160,25 +160,12 @@ if stale_toy or (not coco_file.is_file() and not voc_file.is_file()):
     write_toyworld_meta(root, world, seed)
 
 
-def read_split(fmt, split):
-    """(image paths, labels per image, [(category, box)] per image, (H, W) per image)."""
-    if fmt == "coco":
-        recs = read_coco_split(root, split, captions=False)
-        objs = [[(o.category, o.box) for o in r.objects] for r in recs]
-    elif fmt == "voc":
-        recs = read_voc(root, split)
-        objs = [[(o.name, o.box) for o in r.objects] for r in recs]
-    else:
-        raise ValueError(f"data_format must be 'coco' or 'voc', got {fmt!r}")
-    return [r.image_path for r in recs], objs, [(r.height, r.width) for r in recs]
-
-
-data = {s: read_split(data_format, s) for s in (train_split, test_split)}
+data = {s: read_detection_split(root, s, data_format) for s in (train_split, test_split)}
 other = "voc" if data_format == "coco" else "coco"
 if (root / "toyworld.json").is_file():  # the toy export has both formats: they must agree
     for s in (train_split, test_split):
         a = [sorted({c for c, _ in o}) for o in data[s][1]]
-        b = [sorted({c for c, _ in o}) for o in read_split(other, s)[1]]
+        b = [sorted({c for c, _ in o}) for o in read_detection_split(root, s, other)[1]]
         assert a == b, f"COCO and VOC readers disagree on the labels of split {s}"
     print(f"COCO and VOC exports read back with identical labels on both splits")
 class_names = sorted({c for s in data.values() for objs in s[1] for c, _ in objs})

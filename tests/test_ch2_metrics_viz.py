@@ -94,3 +94,19 @@ def test_score_binned_thresholds_by_hand():
     assert max(threshold_f1(w, y, e) for e in (-0.75, -0.0075, -0.003)) < 1.0
     with pytest.raises(ValueError, match="empty"):
         binned_thresholds(w, y, scores=[0.1, 0.2], edges=[0.5])
+
+
+def test_threshold_transfer_tunes_on_one_type_and_scores_every_type():
+    from fgclip.metrics.misalignment import threshold_f1, threshold_transfer, tune_threshold
+    # type "a": the foil sits at -1 (clean words at +1); type "b": foil at -5, clean words at -3
+    w = [np.array([1.0, -1.0, 1.0]), np.array([-3.0, -5.0]), np.array([1.0, 1.0])]
+    y = [np.array([0, 1, 0]), np.array([0, 1]), np.array([0, 0])]
+    types = ["a", "b", "original"]
+    table, eps = threshold_transfer((w, y, types), (w, y, types))
+    assert set(table) == set(eps) == {"a", "b"}
+    assert eps["a"] == tune_threshold([w[0]], [y[0]])
+    assert table["a"]["a"] == 1.0 and table["b"]["b"] == 1.0
+    # ε tuned on "a" (just above -1) flags both words of "b": F1 2/3, not 1
+    assert table["a"]["b"] == threshold_f1([w[1]], [y[1]], eps["a"]) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="absent"):
+        threshold_transfer((w, y, types), (w[:1], y[:1], ["a"]))

@@ -175,3 +175,47 @@ def test_cli_exports_with_knobs(tmp_path):
     assert not (tmp_path / "coco/annotations/instances_val.json").exists()
     with pytest.raises(SystemExit):
         mod.parse_args(["--root", str(tmp_path), "--formats", "coco,kitti"])
+
+
+def test_detection_split_reads_both_formats_alike(exported):
+    from fgclip.datasets import read_detection_split
+    out, scenes = exported
+    coco = read_detection_split(out["coco"], "train", "coco")
+    voc = read_detection_split(out["voc"], "train", "voc")
+    want = [[(o.category, o.box) for o in s.objects] for s in scenes["train"]]
+    assert coco[1] == want and voc[1] == want
+    assert coco[2] == voc[2] == [(CFG.image_size, CFG.image_size)] * N["train"]
+    assert all(Path(p).is_file() for p in coco[0] + voc[0])
+    with pytest.raises(ValueError, match="data_format"):
+        read_detection_split(out["coco"], "train", "kitti")
+
+
+def test_foil_caption_rows_list_each_foil_then_each_original_once(exported):
+    from fgclip.datasets import foil_caption_rows
+    out, _ = exported
+    split = read_foil_split(out["foil"], "val")
+    rows = foil_caption_rows(split)
+    foils = [r for r in rows if r["foil_type"] != "original"]
+    originals = [r for r in rows if r["foil_type"] == "original"]
+    assert [r["caption"] for r in foils] == [p.foiled for p in split.pairs]
+    assert [r["target"] for r in foils] == [p.word_index for p in split.pairs]
+    assert len(originals) == len({p.original_annotation_id for p in split.pairs})
+    assert all(r["target"] is None for r in originals)
+    assert rows[:len(foils)] == foils  # foils first
+    assert len([r for r in foil_caption_rows(split, max_pairs=2) if r["foil_type"] != "original"]) == 2
+    with pytest.raises(ValueError, match="max_pairs"):
+        foil_caption_rows(split, max_pairs=-1)
+
+
+def test_load_image_batch_dedupes_and_matches_open_clip_preprocess(exported):
+    import torch
+    from fgclip.models import create_clip, load_image_batch
+    out, _ = exported
+    paths = sorted(str(p) for p in (out["coco"] / "train").glob("*"))[:3]
+    clip = create_clip("toy-vit", pretrained=None)
+    raw, tensor, index = load_image_batch([paths[1], paths[0], paths[1], paths[2]], clip)
+    assert index == [1, 0, 1, 2] and tensor.shape == (3, 3, 64, 64) and raw[0].dtype == np.uint8
+    want = torch.stack([clip.preprocess(Image.open(p).convert("RGB")) for p in paths])
+    torch.testing.assert_close(tensor, want, atol=1e-5, rtol=1e-5)  # same size: no resize at all
+    with pytest.raises(FileNotFoundError, match="missing.png"):
+        load_image_batch([str(out["coco"] / "missing.png")], clip)

@@ -148,3 +148,23 @@ def read_foil_split(root: str | os.PathLike, split: str, *,
     """
     root = Path(root)
     return read_foil(root / f"foil_{split}.json", root / split, check_images=check_images)
+
+
+def foil_caption_rows(split: FoilSplit, max_pairs: int = 0) -> list[dict]:
+    """One row per caption to score: every foiled caption, then each original once.
+
+    A foil row has its replaced word's index as ``target``; an original row has
+    ``target=None`` and ``foil_type='original'``. ``max_pairs > 0`` keeps the first pairs.
+    """
+    if max_pairs < 0:
+        raise ValueError(f"max_pairs must be >= 0, got {max_pairs}")
+    pairs = split.pairs[:max_pairs] if max_pairs > 0 else split.pairs
+    rows = [dict(caption=p.foiled, image=str(p.image_path), target=p.word_index,
+                 foil_type=p.foil_type or "foil", foil_word=p.foil_span) for p in pairs]
+    seen: set[int] = set()
+    for p in pairs:
+        if p.original_annotation_id not in seen:
+            seen.add(p.original_annotation_id)
+            rows.append(dict(caption=p.original, image=str(p.image_path), target=None,
+                             foil_type="original", foil_word=""))
+    return rows

@@ -132,3 +132,29 @@ def binned_threshold_f1(attributions: Sequence[np.ndarray], labels: Sequence[np.
     flags = np.concatenate([np.asarray(w) < eps_per_bin[b] for w, b in zip(attributions, bins)])
     y = np.concatenate([np.asarray(lab, dtype=int) for lab in labels])
     return float(f1_score(y, flags.astype(int), zero_division=0.0))
+
+
+def threshold_transfer(src: tuple[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[str]],
+                       dst: tuple[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[str]],
+                       ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Does an ε tuned on one foil type work on another?
+
+    ``src`` and ``dst`` are (attributions w, word labels, foil type) per caption. For each
+    foil type t of ``src`` (originals excluded), ε_t = :func:`tune_threshold` on the
+    captions of type t; the table's entry [t][u] is :func:`threshold_f1` with ε_t on the
+    ``dst`` captions of type u. Returns (table, {t: ε_t}).
+    """
+    def subset(split, ftype):
+        w, y, types = split
+        idx = [i for i, t in enumerate(types) if t == ftype]
+        return [w[i] for i in idx], [y[i] for i in idx]
+
+    types = sorted({t for t in src[2] if t != "original"})
+    if not types:
+        raise ValueError("threshold_transfer: the source split has no foiled captions")
+    missing = sorted(set(types) - set(dst[2]))
+    if missing:
+        raise ValueError(f"threshold_transfer: foil types {missing} are absent from the target split")
+    eps_of = {t: tune_threshold(*subset(src, t)) for t in types}
+    table = {t: {u: threshold_f1(*subset(dst, u), eps_of[t]) for u in types} for t in types}
+    return table, eps_of

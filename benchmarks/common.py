@@ -1,7 +1,8 @@
 """What every benchmark script shares: the machine's description, peak memory, the output file.
 
 Each script ``benchmarks/bench_<name>.py`` measures in one process and writes
-``benchmarks/results/<name>.json`` through :func:`write_benchmark`;
+``benchmarks/results/<name>.json`` (or ``$FGCLIP_BENCH_RESULTS/<name>.json``) through
+:func:`write_benchmark`;
 ``benchmarks/run_all.py`` runs them all and prints one table. Benchmarks measure; they
 assert nothing about speed.
 """
@@ -20,7 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from fgclip.fileio import atomic_write_json  # noqa: E402
 
-RESULTS_DIR = Path(__file__).with_name("results")
+# FGCLIP_BENCH_RESULTS redirects every result file (the smoke test writes to a temp folder)
+RESULTS_DIR = Path(os.environ.get("FGCLIP_BENCH_RESULTS", Path(__file__).with_name("results")))
 
 
 def machine() -> str:

@@ -2,12 +2,16 @@
 
     .venv/bin/python benchmarks/run_all.py            # run every bench_*.py, then report
     .venv/bin/python benchmarks/run_all.py --report   # only report what results/ holds
+    .venv/bin/python benchmarks/run_all.py --quick    # every script at toy sizes (a smoke run)
 
 Each ``bench_<name>.py`` writes ``results/<name>.json`` (see common.py). The book's cost is
 read from jupyter-book's execution cache (``_build/.jupyter_cache``, filled by
 ``make book``): the wall time of each chapter notebook and the total. The combined table
 goes to stdout and to ``results/summary.md``; every result together, with the book's cost,
-goes to ``benchmarks/results.json``.
+goes to ``benchmarks/results.json`` (next to the results folder, which
+``$FGCLIP_BENCH_RESULTS`` can move). ``--quick`` runs each script with the tiny arguments
+in ``QUICK_ARGS``: its numbers mean nothing, it only shows that every script runs; the
+test suite runs it into a temporary folder.
 """
 from __future__ import annotations
 
@@ -22,14 +26,27 @@ from fgclip.fileio import atomic_write_json, atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE.parent / "_build" / ".jupyter_cache"
+QUICK_ARGS = {  # smoke-run sizes: a few steps of each script, numbers without meaning
+    "bench_clip4dm.py": ["--pairs", "4", "--repeats", "1"],
+    "bench_ddp.py": ["--steps", "2", "--batch-size", "16"],
+    "bench_for.py": ["--images", "8", "--sizes", "1000", "2000"],
+    "bench_heads.py": ["--images", "32", "--epochs", "1", "--repeats", "1"],
+    "bench_train.py": ["--steps", "1", "--chunks", "1", "--repeats", "1", "--batch-size", "8"],
+    "bench_train_convergence.py": ["--n-train", "64", "--epochs", "1", "--batch-size", "32",
+                                   "--warmup-steps", "1", "--log-every", "1", "--n-val", "64"],
+}
 
 
-def run_benchmarks() -> list[str]:
+def run_benchmarks(quick: bool) -> list[str]:
     """Run each bench_*.py in its own process (so peak memory is per benchmark)."""
+    scripts = sorted(HERE.glob("bench_*.py"))
+    if quick and {s.name for s in scripts} != set(QUICK_ARGS):
+        raise RuntimeError(f"QUICK_ARGS must name exactly the scripts {sorted(s.name for s in scripts)}")
     failed = []
-    for script in sorted(HERE.glob("bench_*.py")):
+    for script in scripts:
         print(f"== {script.name}", flush=True)
-        if subprocess.run([sys.executable, str(script)], cwd=HERE.parent).returncode != 0:
+        args = QUICK_ARGS[script.name] if quick else []
+        if subprocess.run([sys.executable, str(script), *args], cwd=HERE.parent).returncode != 0:
             failed.append(script.name)
     return failed
 
@@ -71,13 +88,14 @@ def summary() -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--report", action="store_true", help="only summarise existing results")
+    p.add_argument("--quick", action="store_true", help="smoke run: every script at tiny sizes")
     a = p.parse_args()
-    failed = [] if a.report else run_benchmarks()
+    failed = [] if a.report else run_benchmarks(a.quick)
     text = summary()
     atomic_write_text(RESULTS_DIR / "summary.md", text)
     combined = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS_DIR.glob("*.json"))}
     combined["book_cost_s"] = dict(book_cost())
-    atomic_write_json(HERE / "results.json", combined, indent=2)
+    atomic_write_json(RESULTS_DIR.parent / "results.json", combined, indent=2)
     print(text)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

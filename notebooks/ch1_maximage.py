@@ -40,6 +40,7 @@ if "google.colab" in sys.modules and not os.path.isdir("fgclip-book"):
 seed = 0  # the first seed; the sweep uses seed, seed + 1, ...
 n_seeds = 3  # seeds per trained configuration (mean ± std over them)
 device = "cpu"
+precision = "fp32"  # head training: "fp32" (the reference) or "bf16" autocast; benchmarks/bench_heads.py measures both
 data_root = "../data/ch1/flickr30k_entities"  # toy export goes here; or a real Flickr30K Entities root
 model = "toy-vit"  # frozen CLIP: a toy config or an open_clip name such as ViT-B-32, RN50
 pretrained = "toy"  # toy: the committed checkpoint; or a checkpoint path, or openai
@@ -176,7 +177,7 @@ print(f"frozen features: image {tuple(train.img.shape[1:])}, words {tuple(train.
 def run(loss: str, aggregator: str, seed_: int, data_train=train, batch=batch_size):
     cfg = TrainConfig(loss=loss, aggregator=aggregator, epochs=epochs, batch_size=batch,
                       lr=lr, embed_dim=embed_dim, temperature=temperature, margin=margin,
-                      seed=seed_, device=device)
+                      seed=seed_, device=device, precision=precision)
     heads, history = train_heads(data_train.img, data_train.words, data_train.mask,
                                  data_train.corpus.caption_image, cfg)
     return heads.cpu(), history

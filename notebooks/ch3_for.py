@@ -67,6 +67,7 @@ holdout_fraction = 0.1  # share of the training images used only to choose the t
 label_fractions = [0.01, 0.1]  # labelled-data sweep (1.0 is the main run)
 query_counts = [1, 3]  # N sweep (n_queries is the main run)
 device = "cpu"
+precision = "fp32"  # head training: "fp32" (the reference) or "bf16" autocast; benchmarks/bench_heads.py measures both
 results_path = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
 # %%
@@ -299,7 +300,8 @@ def run(name, sup=sup_all, pl=None, w_sup=1.0, w_pl=1.0, n=n_queries):
     """Train one SUM-CLIP head from the same seed and evaluate it on the gallery."""
     torch.manual_seed(seed)
     head = SumClipHead(clip.model.visual.attnpool, n, n_layers, d_model).to(device)
-    cfg = HeadTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, w_sup=w_sup, w_pl=w_pl, seed=seed)
+    cfg = HeadTrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, w_sup=w_sup, w_pl=w_pl, seed=seed,
+                          precision=precision)
     t0 = time.perf_counter()
     train_head(head, memory, sup, pl if pl is not None else [None] * len(sup),
                base_text.to(device), vocab_text.to(device), logit_scale, cfg)

@@ -42,6 +42,7 @@ if "google.colab" in sys.modules and not os.path.isdir("fgclip-book"):
 # %% tags=["parameters"]
 seed = 0  # every random choice below (data, masks, initialisations, batches) derives from it
 device = "cpu"
+precision = "fp32"  # head training: "fp32" (the reference) or "bf16" autocast; benchmarks/bench_heads.py measures both
 data_root = "../data/ch4"  # toy world exported here when empty; or a real COCO root / VOCdevkit
 data_format = "coco"  # "coco" (instances JSON via pycocotools) or "voc" (Pascal VOC XML)
 train_split = "train"  # e.g. "train2014" for real COCO, "trainval" for VOC2007
@@ -244,7 +245,8 @@ print(f"masks saved to {mask_file}: " + ", ".join(
 
 # %%
 fit_cfg = FitConfig(epochs=epochs, batch_size=batch_size, lr=lr, gamma_pos=gamma_pos,
-                    gamma_neg=gamma_neg, clip=asl_clip, seed=seed, device=device)
+                    gamma_neg=gamma_neg, clip=asl_clip, seed=seed, device=device,
+                    precision=precision)
 y_test = labels[test_split]
 
 

@@ -123,3 +123,65 @@ def test_compiled_fast_path_step_tracks_the_fp32_reference(toy_batch):
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is a glibc call")
 def test_keep_freed_memory_sets_the_glibc_options():
     assert keep_freed_memory() is True
+
+
+# The chapters' head loops take the same `precision` switch. Tolerance: bf16 keeps 8
+# mantissa bits (relative rounding 2^-8 = 0.4% per op); after a few steps of these small
+# heads the per-epoch mean losses stay within 3% of fp32. A wrong autocast region (say, a
+# loss computed in bf16 end to end, or a broken step) moves them by far more, or to NaN.
+LOOP_RTOL = 0.03
+
+
+def _maximage_losses(precision: str) -> list[float]:
+    from fgclip.train.maximage import TrainConfig, train_heads
+    g = torch.Generator().manual_seed(0)
+    img = nn.functional.normalize(torch.randn(48, 24, 4, 4, generator=g), dim=1)  # (N, D, h, w)
+    words = torch.randn(48, 5, 16, generator=g)  # (N, L, Dt)
+    mask = torch.ones(48, 5, dtype=torch.bool)
+    cfg = TrainConfig(epochs=3, batch_size=16, embed_dim=16, seed=0, precision=precision)
+    return train_heads(img, words, mask, list(range(48)), cfg)[1]
+
+
+def _sumclip_losses(precision: str) -> list[float]:
+    from open_clip.modified_resnet import AttentionPool2d
+
+    from fgclip.methods.sumclip import SumClipHead, pool_memory
+    from fgclip.train.sumclip import HeadTrainConfig, train_head
+    torch.manual_seed(0)
+    pool = AttentionPool2d(spacial_dim=2, embed_dim=16, num_heads=2, output_dim=8)
+    mem = pool_memory(pool, torch.randn(48, 16, 2, 2))
+    text = nn.functional.normalize(torch.randn(3, 8), dim=-1)
+    targets = [torch.tensor([i % 3]) for i in range(48)]
+    head = SumClipHead(pool, n_queries=2, d_model=8, n_heads=2)
+    cfg = HeadTrainConfig(epochs=3, batch_size=16, lr=1e-2, seed=0, precision=precision)
+    return [h["loss"] for h in train_head(head, mem, targets, targets, text, text, 10.0, cfg)]
+
+
+def _decoupling_losses(precision: str) -> list[float]:
+    from fgclip.methods.decoupling import MultiLabelCLIPHead, SemanticDecoupling
+    from fgclip.train.decoupling import FitConfig, fit
+    torch.manual_seed(0)
+    words = nn.functional.normalize(torch.randn(3, 12), dim=-1)  # x_c
+    hand = torch.randn(3, 16)  # text features of the hand prompt
+    head = MultiLabelCLIPHead(words, hand, None, SemanticDecoupling(16, 12, 8, 8), 0.07, "softmax")
+    dense, pooled = torch.randn(48, 16, 2, 2), torch.randn(48, 16)
+    targets = torch.randint(-1, 2, (48, 3)).numpy()  # -1 unknown, 0 absent, 1 present
+    cfg = FitConfig(epochs=3, batch_size=16, lr=1e-2, seed=0, precision=precision)
+    return fit(head, dense, pooled, targets, cfg)
+
+
+@pytest.mark.parametrize("losses", [_maximage_losses, _sumclip_losses, _decoupling_losses],
+                         ids=["ch1-maximage", "ch3-sumclip", "ch4-decoupling"])
+def test_chapter_head_loops_agree_in_bf16_and_fp32(losses):
+    ref, fast = losses("fp32"), losses("bf16")
+    assert len(ref) == len(fast) == 3
+    assert ref != fast  # autocast really ran: bf16 rounding changes the numbers a little
+    torch.testing.assert_close(torch.tensor(fast), torch.tensor(ref), rtol=LOOP_RTOL, atol=0.0)
+    assert losses("fp32") == ref  # and the fp32 reference is deterministic
+
+
+@pytest.mark.parametrize("losses", [_maximage_losses, _sumclip_losses, _decoupling_losses],
+                         ids=["ch1-maximage", "ch3-sumclip", "ch4-decoupling"])
+def test_chapter_head_loops_reject_an_unknown_precision(losses):
+    with pytest.raises(ValueError, match="precision must be one of"):
+        losses("fp16")

@@ -25,6 +25,14 @@ def test_bad_parameters_stop_before_any_work(params, match):
         validate("ch0", params)
 
 
+@pytest.mark.parametrize("chapter", ["ch1", "ch3", "ch4"])
+def test_head_training_precision_is_a_checked_parameter(chapter):
+    assert chapter_defaults(chapter_notebook(chapter))["precision"] == "fp32"
+    assert validate(chapter, {"precision": "bf16"}) == {"precision": "bf16"}
+    with pytest.raises(ParameterError, match="'precision': expects one of"):
+        validate(chapter, {"precision": "fp16"})
+
+
 def test_unknown_chapter_is_named():
     with pytest.raises(ParameterError, match="ch9"):
         chapter_notebook("ch9")

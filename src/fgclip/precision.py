@@ -5,6 +5,8 @@ import contextlib
 
 import torch
 
+PRECISIONS = ("fp32", "bf16")
+
 
 def autocast_context(device: torch.device, precision: str):
     """bf16 autocast when precision == 'bf16'; a no-op for 'fp32'."""
@@ -12,4 +14,4 @@ def autocast_context(device: torch.device, precision: str):
         return contextlib.nullcontext()
     if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+    raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")

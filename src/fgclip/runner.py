@@ -18,6 +18,7 @@ import nbformat
 import yaml
 
 from .fileio import atomic_write_text
+from .precision import PRECISIONS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -81,6 +82,8 @@ def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
     if "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
             and not Path(checked["data_root"]).expanduser().exists():
         raise ParameterError(f"parameter 'data_root': folder {checked['data_root']!r} does not exist")
+    if "precision" in checked and checked["precision"] not in PRECISIONS:
+        raise ParameterError(f"parameter 'precision': expects one of {PRECISIONS}, got {checked['precision']!r}")
     pretrained = checked.get("pretrained")
     if isinstance(pretrained, str) and pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) \
             and not Path(pretrained).expanduser().is_file():

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..losses.asymmetric import partial_asymmetric_loss
+from ..precision import autocast_context
 from ..progress import progress
 
 
@@ -22,6 +23,7 @@ class FitConfig:
     clip: float = 0.05
     seed: int = 0
     device: str = "cpu"
+    precision: str = "fp32"  # "bf16": forward and loss under bf16 autocast (fgclip.precision)
 
 
 def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
@@ -37,23 +39,26 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
     params = [p for p in head.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the head has no trainable parameters")
+    device = torch.device(cfg.device)
+    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     y = torch.as_tensor(targets, dtype=torch.long)
     g = torch.Generator().manual_seed(cfg.seed)
     head.train()
     history = []
     for _ in progress(range(cfg.epochs), desc="epochs", leave=False):
-        order, total = torch.randperm(len(y), generator=g), 0.0
+        order, total = torch.randperm(len(y), generator=g), torch.zeros((), device=device)
         for start in range(0, len(y), cfg.batch_size):
             idx = order[start:start + cfg.batch_size]
-            out = head(dense[idx].to(cfg.device), pooled[idx].to(cfg.device))
-            loss = partial_asymmetric_loss(out.probs, y[idx].to(cfg.device), cfg.gamma_pos,
-                                           cfg.gamma_neg, cfg.clip)
+            with autocast_context(device, cfg.precision):
+                out = head(dense[idx].to(device), pooled[idx].to(device))
+                loss = partial_asymmetric_loss(out.probs.float(), y[idx].to(device), cfg.gamma_pos,
+                                               cfg.gamma_neg, cfg.clip)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += loss.item() * len(idx)
-        history.append(total / len(y))
+            total += loss.detach().float() * len(idx)
+        history.append(total.item() / len(y))  # one host sync per epoch
     head.eval()
     return history
 

@@ -21,6 +21,7 @@ from ..methods.maximage import (MaxImageHeads, average_spans, pair_scores, phras
 from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
                                phrase_pointing, pointing_hit, random_points)
 from ..models import Clip, encode_image_dense, images_to_tensor
+from ..precision import autocast_context
 from ..progress import progress
 
 LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
@@ -158,6 +159,7 @@ class TrainConfig:
     margin: float = 0.2  # triplet hinge
     seed: int = 0
     device: str = "cpu"
+    precision: str = "fp32"  # "bf16": forward and loss under bf16 autocast (fgclip.precision)
 
 
 def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int) -> MaxImageHeads:
@@ -192,7 +194,9 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
     """
     if cfg.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
-    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed).to(cfg.device)
+    device = torch.device(cfg.device)
+    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
+    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed).to(device)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, fused=True)  # one kernel, no per-tensor loop
     rng = np.random.default_rng(cfg.seed)
     by_image: dict[int, list[int]] = {}
@@ -208,13 +212,14 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
             bi, bc = order[s:s + cfg.batch_size], caps[s:s + cfg.batch_size]
             if len(bi) < 2:
                 continue  # a last batch of one image has no negative
-            v, t = encode(heads, img[bi].to(cfg.device), words[bc].to(cfg.device))
-            loss = _loss(pair_scores(v, t, mask[bc].to(cfg.device), cfg.aggregator), cfg)
+            with autocast_context(device, cfg.precision):
+                v, t = encode(heads, img[bi].to(device), words[bc].to(device))
+                loss = _loss(pair_scores(v, t, mask[bc].to(device), cfg.aggregator), cfg)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(loss.item())
-        history.append(float(np.mean(losses)))
+            losses.append(loss.detach())
+        history.append(torch.stack(losses).float().mean().item())  # one host sync per epoch
     return heads.eval(), history
 
 

@@ -60,6 +60,7 @@ class HeadTrainConfig:
     w_pl: float = 1.0  # weight of L_pl (0 = supervised only)
     null_weight: float = 0.1  # DETR's eos_coef for unmatched embeddings (0 = no "no object" class)
     seed: int = 0
+    precision: str = "fp32"  # "bf16": forward and losses under bf16 autocast (fgclip.precision)
     history: list = field(default_factory=list)
 
 
@@ -79,6 +80,7 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     if cfg.w_sup <= 0 and cfg.w_pl <= 0:
         raise ValueError("at least one of w_sup and w_pl must be positive")
     device = memory.mean.device
+    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
     null = torch.zeros(2, device=device, requires_grad=True)  # "no object" logits: sup, pl
     nulls = (null[0], null[1]) if cfg.null_weight > 0 else (None, None)
     params = [p for p in head.parameters() if p.requires_grad] + [null]
@@ -86,24 +88,25 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     gen = torch.Generator().manual_seed(cfg.seed)
     head.train()
     for epoch in range(cfg.epochs):
-        sums = {"loss": 0.0, "sup": 0.0, "pl": 0.0}
+        sums = torch.zeros(3, device=device)  # loss, sup, pl: summed on device, read once per epoch
         batches = torch.randperm(n, generator=gen).split(cfg.batch_size)
         for idx in progress(batches, desc=f"epoch {epoch + 1}", leave=False):
-            emb, _ = head(memory.select(idx))  # (b, N, D)
-            loss = emb.sum() * 0.0
-            if cfg.w_sup > 0:
-                sup, _ = set_loss(emb, base_text, [sup_targets[i] for i in idx], logit_scale,
-                                  nulls[0], cfg.null_weight)
-                loss, sums["sup"] = loss + cfg.w_sup * sup, sums["sup"] + sup.item()
-            if cfg.w_pl > 0:
-                pl, _ = set_loss(emb, vocab_text, [pl_targets[i] for i in idx], logit_scale,
-                                 nulls[1], cfg.null_weight)
-                loss, sums["pl"] = loss + cfg.w_pl * pl, sums["pl"] + pl.item()
+            with autocast_context(device, cfg.precision):
+                emb, _ = head(memory.select(idx))  # (b, N, D)
+                sup = pl = emb.sum() * 0.0
+                if cfg.w_sup > 0:
+                    sup, _ = set_loss(emb, base_text, [sup_targets[i] for i in idx], logit_scale,
+                                      nulls[0], cfg.null_weight)
+                if cfg.w_pl > 0:
+                    pl, _ = set_loss(emb, vocab_text, [pl_targets[i] for i in idx], logit_scale,
+                                     nulls[1], cfg.null_weight)
+                loss = cfg.w_sup * sup + cfg.w_pl * pl
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            sums["loss"] += loss.item()
-        cfg.history.append({"epoch": epoch + 1, **{k: v / len(batches) for k, v in sums.items()}})
+            sums += torch.stack([loss, sup, pl]).detach().float()
+        means = (sums / len(batches)).tolist()
+        cfg.history.append({"epoch": epoch + 1, **dict(zip(("loss", "sup", "pl"), means))})
     head.eval()
     return cfg.history
 

@@ -1,0 +1,51 @@
+"""The benchmark command runs end to end (at toy sizes) and writes what the README promises.
+
+A smoke run, not a timing: ``benchmarks/run_all.py --quick`` runs every ``bench_*.py`` with
+a few steps each, into a temporary folder, so the committed results are never touched. It
+checks the files and their fields, never a speed.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = sorted(p.stem.removeprefix("bench_") for p in (ROOT / "benchmarks").glob("bench_*.py"))
+
+
+def test_run_all_quick_writes_every_result(tmp_path):
+    results = tmp_path / "results"
+    env = {**os.environ, "FGCLIP_BENCH_RESULTS": str(results), "PYTHONPATH": str(ROOT / "src")}
+    committed = {p: p.read_bytes() for p in (ROOT / "benchmarks" / "results").glob("*.json")}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run_all.py"), "--quick"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    assert BENCHMARKS == ["clip4dm", "ddp", "for", "heads", "train", "train_convergence"]
+    for name in BENCHMARKS:
+        res = json.loads((results / f"{name}.json").read_text())
+        assert res["benchmark"] == name and res["rows"], name
+        for row in res["rows"]:
+            assert {"name", "metric", "value", "unit"} <= set(row), (name, row)
+            assert math.isfinite(row["value"]), (name, row)
+            if row["unit"] in {"images/s", "pairs/s", "steps/s", "GFLOP/s", "ms/query", "s", "MB"}:
+                assert row["value"] > 0, (name, row)
+        assert res["ratios"] and all(v > 0 for v in res["ratios"].values()), name
+        assert res["peak_rss_mb"] > 0
+    train = json.loads((results / "train.json").read_text())
+    assert any(k.startswith("fast path") and k.endswith("/ fp32 reference") for k in train["ratios"])
+    assert {r["unit"] for r in train["rows"] if r["metric"] == "peak"} == {"GFLOP/s"}
+    conv = json.loads((results / "train_convergence.json").read_text())
+    assert {r["metric"] for r in conv["rows"]} >= {"held-out i2t R@1", "held-out t2i R@1", "steady throughput"}
+
+    combined = json.loads((tmp_path / "results.json").read_text())
+    assert set(BENCHMARKS) <= set(combined) and "book_cost_s" in combined
+    table = (results / "summary.md").read_text()
+    assert "| train |" in table and "Measured on:" in table
+    assert "| train |" in done.stdout  # the table is printed too
+    # the committed results were left alone
+    assert {p: p.read_bytes() for p in (ROOT / "benchmarks" / "results").glob("*.json")} == committed

@@ -7,7 +7,8 @@ fp32 reference (open_clip's attention, default allocator, no compile) and the fa
 (bf16 autocast, explicit attention, allocator, torch.compile). Same data, seed, batch,
 schedule and epochs. Reports each run's wall time (compilation included), its steady
 images/s (the logged rates after the first log interval) and held-out retrieval R@1 on
-1,000 validation scenes, then the ratios and R@1 differences. Writes
+1,000 validation scenes, evaluated twice: as the run evaluates itself (in its own
+precision) and both trained models in fp32, then the ratios and R@1 differences. Writes
 ``benchmarks/results/train_convergence.json``. The default schedule (3 epochs of 20k) is a
 shorter run than the committed checkpoint's 10 epochs, to keep each fp32 run near 10
 minutes; two seeds show how far apart two fp32 runs land, the yardstick for the fast path's
@@ -24,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 from common import write_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +38,23 @@ PATHS = {
 }
 
 
-def pretrain(args: list[str], out_dir: Path) -> dict:
+def fp32_metrics(ckpt: dict, n_val: int, seed: int) -> dict:
+    """The trained model's held-out metrics evaluated in fp32 with open_clip's attention.
+
+    Each run also evaluates itself in its own precision (``metrics``); evaluating both runs
+    the same way isolates what training changed from what bf16 inference changes.
+    """
+    from fgclip.evaluation import retrieval_metrics
+    from fgclip.models import create_clip
+    from fgclip.toyworld import ToyWorldConfig
+
+    clip = create_clip("toy-vit", pretrained=None)
+    clip.model.load_state_dict(ckpt["state_dict"])
+    clip.model.eval()
+    return retrieval_metrics(clip, ToyWorldConfig(), n=n_val, seed=seed, split="val", precision="fp32")
+
+
+def pretrain(args: list[str], out_dir: Path, n_val: int, seed: int) -> dict:
     """One pretraining run in its own process; returns wall time, metrics and history."""
     cmd = [sys.executable, str(ROOT / "data_scripts" / "pretrain_toy_clip.py"), "--out-dir", str(out_dir),
            *args]
@@ -45,12 +64,13 @@ def pretrain(args: list[str], out_dir: Path) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"pretraining failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
     metrics = json.loads((out_dir / "metrics.json").read_text())
-    import torch
-    history = torch.load(out_dir / "last.pt", map_location="cpu", weights_only=False)["history"]
+    ckpt = torch.load(out_dir / "last.pt", map_location="cpu", weights_only=False)
+    history = ckpt["history"]
     rates = [h["images_per_s"] for h in history if "images_per_s" in h]
     if not rates:
         raise RuntimeError(f"{out_dir}: no throughput was logged; lower --log-every below the run's step count")
-    return {"wall_s": wall, "metrics": metrics, "steady_images_per_s": statistics.median(rates[1:] or rates),
+    return {"wall_s": wall, "metrics": metrics, "fp32_metrics": fp32_metrics(ckpt, n_val, seed),
+            "steady_images_per_s": statistics.median(rates[1:] or rates),
             "first_interval_images_per_s": rates[0], "command": " ".join(cmd[1:])}
 
 
@@ -74,10 +94,17 @@ def main() -> None:
         for seed in a.seeds:
             for name, flags in PATHS.items():
                 out = Path(tmp) / f"{name.replace(' ', '-')}-seed{seed}"
-                runs[name][seed] = pretrain([*common, "--seed", str(seed), *flags], out)
+                runs[name][seed] = pretrain([*common, "--seed", str(seed), *flags], out, a.n_val, seed)
                 r = runs[name][seed]
                 print(f"seed {seed} {name:<15} wall {r['wall_s']:6.0f} s  steady {r['steady_images_per_s']:6.1f} img/s"
-                      f"  i2t R@1 {r['metrics']['i2t_R@1']:.3f}  t2i R@1 {r['metrics']['t2i_R@1']:.3f}", flush=True)
+                      f"  i2t R@1 {r['metrics']['i2t_R@1']:.3f}  t2i R@1 {r['metrics']['t2i_R@1']:.3f}"
+                      f"  (fp32 eval {r['fp32_metrics']['i2t_R@1']:.3f} / {r['fp32_metrics']['t2i_R@1']:.3f})",
+                      flush=True)
+    for seed, r in runs["fp32 reference"].items():  # the same model, evaluated the same way twice
+        for k in ("i2t_R@1", "t2i_R@1"):
+            if abs(r["metrics"][k] - r["fp32_metrics"][k]) > 1.0 / a.n_val:
+                raise RuntimeError(f"seed {seed}: the fp32 re-evaluation disagrees with the run's own "
+                                   f"({k}: {r['fp32_metrics'][k]} vs {r['metrics'][k]})")
     rows, ratios = [], {}
     for seed in a.seeds:
         ref, fast = runs["fp32 reference"][seed], runs["fast path"][seed]
@@ -85,10 +112,14 @@ def main() -> None:
             rows += [{"name": f"{name}, seed {seed}", "metric": "wall time (incl. compile)", "value": r["wall_s"], "unit": "s"},
                      {"name": f"{name}, seed {seed}", "metric": "steady throughput", "value": r["steady_images_per_s"], "unit": "images/s"},
                      {"name": f"{name}, seed {seed}", "metric": "held-out i2t R@1", "value": r["metrics"]["i2t_R@1"], "unit": ""},
-                     {"name": f"{name}, seed {seed}", "metric": "held-out t2i R@1", "value": r["metrics"]["t2i_R@1"], "unit": ""}]
+                     {"name": f"{name}, seed {seed}", "metric": "held-out t2i R@1", "value": r["metrics"]["t2i_R@1"], "unit": ""},
+                     {"name": f"{name}, seed {seed}", "metric": "held-out i2t R@1, fp32 eval", "value": r["fp32_metrics"]["i2t_R@1"], "unit": ""},
+                     {"name": f"{name}, seed {seed}", "metric": "held-out t2i R@1, fp32 eval", "value": r["fp32_metrics"]["t2i_R@1"], "unit": ""}]
         for k in ("i2t_R@1", "t2i_R@1"):
             rows.append({"name": f"fast path minus fp32 reference, seed {seed}", "metric": f"held-out {k}",
                          "value": fast["metrics"][k] - ref["metrics"][k], "unit": ""})
+            rows.append({"name": f"fast path minus fp32 reference, seed {seed}", "metric": f"held-out {k}, fp32 eval",
+                         "value": fast["fp32_metrics"][k] - ref["fp32_metrics"][k], "unit": ""})
         ratios[f"fast / fp32 wall time speed-up, seed {seed}"] = ref["wall_s"] / fast["wall_s"]
         ratios[f"fast / fp32 steady images/s, seed {seed}"] = fast["steady_images_per_s"] / ref["steady_images_per_s"]
     command = (f"python benchmarks/bench_train_convergence.py --n-train {a.n_train} --epochs {a.epochs} "

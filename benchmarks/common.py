@@ -25,18 +25,32 @@ from fgclip.fileio import atomic_write_json  # noqa: E402
 RESULTS_DIR = Path(os.environ.get("FGCLIP_BENCH_RESULTS", Path(__file__).with_name("results")))
 
 
-def machine() -> str:
-    """CPU model, cores and torch threads (or the GPU when one is used)."""
-    cpu = platform.processor() or platform.machine()
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
+        return {}
+    fields = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def machine() -> str:
+    """CPU model with its family/model numbers and bf16 instructions, cores, torch threads
+    (and the GPU when one is used). A cloud "AMD EPYC" can be one of several generations
+    whose bf16 matmul speed differs twofold; family and model tell them apart."""
+    info = _cpuinfo()
+    cpu = info.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in info:
+        cpu += f" (family {info['cpu family']} model {info.get('model', '?')})"
+    flags = set(info.get("flags", "").split())
+    bf16 = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    isa = f", {'+'.join(bf16)}" if bf16 else ", no bf16 instructions" if flags else ""
     gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
-    return f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads{gpu}"
+    return f"{cpu}{isa}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads{gpu}"
 
 
 def peak_rss_mb() -> float:

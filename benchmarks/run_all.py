@@ -8,8 +8,8 @@ Each ``bench_<name>.py`` writes ``results/<name>.json`` (see common.py). The boo
 read from jupyter-book's execution cache (``_build/.jupyter_cache``, filled by
 ``make book``): the wall time of each chapter notebook and the total. The combined table
 goes to stdout and to ``results/summary.md``; every result together, with the book's cost,
-goes to ``benchmarks/results.json`` (next to the results folder, which
-``$FGCLIP_BENCH_RESULTS`` can move). ``--quick`` runs each script with the tiny arguments
+goes to ``benchmarks/results.json`` (named after the results folder, which
+``$FGCLIP_BENCH_RESULTS`` can move: ``<folder>.json`` next to it). ``--quick`` runs each script with the tiny arguments
 in ``QUICK_ARGS``: its numbers mean nothing, it only shows that every script runs; the
 test suite runs it into a temporary folder.
 """
@@ -95,7 +95,7 @@ def main() -> int:
     atomic_write_text(RESULTS_DIR / "summary.md", text)
     combined = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS_DIR.glob("*.json"))}
     combined["book_cost_s"] = dict(book_cost())
-    atomic_write_json(RESULTS_DIR.parent / "results.json", combined, indent=2)
+    atomic_write_json(RESULTS_DIR.with_name(RESULTS_DIR.name + ".json"), combined, indent=2)
     print(text)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -25,9 +25,8 @@ import torch
 from common import write_benchmark
 from fgclip.evaluation import encode_texts
 from fgclip.models import create_clip
+from fgclip.precision import PRECISIONS
 from fgclip.toyworld import SHAPES, ToyWorldConfig, generate
-
-PRECISIONS = ("fp32", "bf16")
 
 
 def maximage_loop(images: np.ndarray, captions: list[list[str]], seed: int) -> tuple[Callable, int]:

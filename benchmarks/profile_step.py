@@ -24,11 +24,13 @@ def main() -> None:
     from open_clip.loss import ClipLoss
 
     from fgclip.models import create_clip
-    from fgclip.train.fast import contrastive_step, keep_freed_memory, make_optimizer, prepare_model
+    from fgclip.precision import PRECISIONS
+    from fgclip.train.fast import (ATTENTION_IMPLS, contrastive_step, keep_freed_memory, make_optimizer,
+                                   prepare_model)
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--precision", default="bf16", choices=("fp32", "bf16"))
-    p.add_argument("--attention", default="explicit", choices=("sdpa", "explicit"))
+    p.add_argument("--precision", default="bf16", choices=PRECISIONS)
+    p.add_argument("--attention", default="explicit", choices=ATTENTION_IMPLS)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)

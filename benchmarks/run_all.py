@@ -9,9 +9,9 @@ read from jupyter-book's execution cache (``_build/.jupyter_cache``, filled by
 ``make book``): the wall time of each chapter notebook and the total. The combined table
 goes to stdout and to ``results/summary.md``; every result together, with the book's cost,
 goes to ``benchmarks/results.json`` (named after the results folder, which
-``$FGCLIP_BENCH_RESULTS`` can move: ``<folder>.json`` next to it). ``--quick`` runs each script with the tiny arguments
-in ``QUICK_ARGS``: its numbers mean nothing, it only shows that every script runs; the
-test suite runs it into a temporary folder.
+``$FGCLIP_BENCH_RESULTS`` can move: ``<folder>.json`` next to it). ``--quick`` runs each
+script with the tiny arguments in ``QUICK_ARGS``: its numbers mean nothing, it only shows
+that every script runs; the test suite runs it into a temporary folder.
 """
 from __future__ import annotations
 

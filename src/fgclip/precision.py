@@ -8,10 +8,15 @@ import torch
 PRECISIONS = ("fp32", "bf16")
 
 
+def check_precision(precision: str) -> str:
+    """``precision`` itself if it is one of :data:`PRECISIONS`; a ValueError naming it if not."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
 def autocast_context(device: torch.device, precision: str):
     """bf16 autocast when precision == 'bf16'; a no-op for 'fp32'."""
-    if precision == "fp32":
+    if check_precision(precision) == "fp32":
         return contextlib.nullcontext()
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

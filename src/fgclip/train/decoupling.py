@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..losses.asymmetric import partial_asymmetric_loss
-from ..precision import autocast_context
+from ..precision import autocast_context, check_precision
 from ..progress import progress
 
 
@@ -40,7 +40,7 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
     if not params:
         raise ValueError("the head has no trainable parameters")
     device = torch.device(cfg.device)
-    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
+    check_precision(cfg.precision)  # before any work
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     y = torch.as_tensor(targets, dtype=torch.long)
     g = torch.Generator().manual_seed(cfg.seed)

@@ -21,7 +21,7 @@ from ..methods.maximage import (MaxImageHeads, average_spans, pair_scores, phras
 from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
                                phrase_pointing, pointing_hit, random_points)
 from ..models import Clip, encode_image_dense, images_to_tensor
-from ..precision import autocast_context
+from ..precision import autocast_context, check_precision
 from ..progress import progress
 
 LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
@@ -195,7 +195,7 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
     if cfg.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
     device = torch.device(cfg.device)
-    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
+    check_precision(cfg.precision)  # before any work
     heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed).to(device)
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, fused=True)  # one kernel, no per-tensor loop
     rng = np.random.default_rng(cfg.seed)

@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..evaluation import retrieval_metrics
 from ..models import create_clip, images_to_tensor
 from ..models.attention import set_explicit_attention
-from ..precision import PRECISIONS
+from ..precision import check_precision
 from ..progress import progress
 from ..seeding import seed_everything
 from ..toyworld import ToyWorldConfig
@@ -59,8 +59,7 @@ class PretrainConfig:
     world: dict = field(default_factory=dict)  # ToyWorldConfig overrides
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        check_precision(self.precision)
         if self.attention not in ATTENTION_IMPLS:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
         if self.threads is not None and self.threads < 1:

@@ -18,7 +18,7 @@ from PIL import Image, ImageOps
 from ..losses.matching import set_loss
 from ..methods.sumclip import PoolMemory, SumClipHead, pool_memory
 from ..models import Clip, encode_image_dense, images_to_tensor
-from ..precision import autocast_context
+from ..precision import autocast_context, check_precision
 from ..progress import progress
 
 
@@ -80,7 +80,7 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     if cfg.w_sup <= 0 and cfg.w_pl <= 0:
         raise ValueError("at least one of w_sup and w_pl must be positive")
     device = memory.mean.device
-    autocast_context(device, cfg.precision)  # a bad precision fails here, before any work
+    check_precision(cfg.precision)  # before any work
     null = torch.zeros(2, device=device, requires_grad=True)  # "no object" logits: sup, pl
     nulls = (null[0], null[1]) if cfg.null_weight > 0 else (None, None)
     params = [p for p in head.parameters() if p.requires_grad] + [null]

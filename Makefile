@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(wildcard notebooks/*.py)
+CHAPTERS := $(foreach n,$(NOTEBOOKS),$(firstword $(subst _, ,$(notdir $(n)))))
+RESULTS := $(CURDIR)/_build/results
+# jupyter-cache keys on a notebook's code cells only; these inputs change results too
+BOOK_INPUTS := src checkpoints requirements.txt pyproject.toml
 
 .PHONY: book test unit nbval sync clean
 
@@ -15,10 +19,20 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 
-## Build and execute the whole book on the toy world: HTML in _build/html, fails on any cell error.
+## Build and execute the whole book on the toy world: HTML in _build/html, each chapter's
+## results (with its verdicts) in _build/results/<chapter>.json; fails on any cell error.
 book: $(STAMP) sync
-	CI=$${CI:-true} FGCLIP_STATIC_WIDGETS=1 $(BIN)/jupyter-book build . --all || (cat _build/html/reports/*.log 2>/dev/null; exit 1)
+	@changed=$$(find $(BOOK_INPUTS) -type f -newer _build/.executed -not -name '*.pyc' -not -path '*egg-info*' 2>/dev/null | head -1); \
+	missing=$$(for c in $(CHAPTERS); do test -f $(RESULTS)/$$c.json || echo $$c; done | xargs); \
+	if [ -d _build/.jupyter_cache ] && { [ ! -f _build/.executed ] || [ -n "$$changed" ] || [ -n "$$missing" ]; }; then \
+		echo "make book: executing every chapter afresh ($${changed:+$$changed changed; }$${missing:+no results yet for $$missing})"; \
+		rm -rf _build/.jupyter_cache; \
+	fi
+	mkdir -p $(RESULTS)
+	CI=$${CI:-true} FGCLIP_STATIC_WIDGETS=1 FGCLIP_RESULTS_DIR=$(RESULTS) $(BIN)/jupyter-book build . --all || (cat _build/html/reports/*.log 2>/dev/null; exit 1)
 	test -f _build/html/index.html
+	@for c in $(CHAPTERS); do test -f $(RESULTS)/$$c.json || { echo "make book: $$c wrote no $(RESULTS)/$$c.json"; exit 1; }; done
+	touch _build/.executed
 
 ## Run every test: unit tests, then each chapter notebook under nbval with default parameters.
 test: $(STAMP) sync

@@ -61,7 +61,7 @@ from PIL import Image
 
 from fgclip.datasets import read_coco_split
 from fgclip.evaluation import pair_retrieval, shape_classification
-from fgclip.fileio import atomic_write_json
+from fgclip.reporting import write_results
 from fgclip.models import create_clip
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
@@ -179,6 +179,5 @@ display(Markdown(f"""
   yet measured how much of retrieval survives with shape words removed.
 ```
 """))
-if results_path:
-    atomic_write_json(results_path, {"seed": seed, "n_images": len(records),
-                                     "metrics": results.to_dict(orient="index")}, indent=2)
+write_results(results_path, {"seed": seed, "n_images": len(records), "verdicts": [],
+                             "metrics": results.to_dict(orient="index")}, chapter="ch0")

@@ -1,6 +1,8 @@
 """How a chapter reports: seed tables, the closing "What we found" box, results.json."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
@@ -30,7 +32,41 @@ def found_box(title: str, bullets: Sequence[str]) -> Markdown:
     return Markdown(f"```{{admonition}} {title}\n:class: tip\n{body}\n```\n")
 
 
-def write_results(results_path: str, payload: dict[str, Any]) -> None:
-    """Write the chapter's headline numbers as JSON; nothing to do when no path is set."""
+RESULTS_DIR_ENV = "FGCLIP_RESULTS_DIR"  # set by `make book`: the chapters write <dir>/<chapter>.json
+
+
+def _json_safe(obj: Any) -> Any:
+    """Verdicts and falsifications as their records; numpy scalars as Python numbers."""
+    if hasattr(obj, "to_dict") and callable(obj.to_dict) and not isinstance(obj, pd.DataFrame):
+        return _json_safe(obj.to_dict())
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
+        return _json_safe(obj.item())
+    if isinstance(obj, float) and obj != obj:
+        return None  # strict JSON has no NaN
+    return obj
+
+
+def results_destination(results_path: str, chapter: str | None) -> Path | None:
+    """``results_path`` when set (``python -m fgclip run``), else $FGCLIP_RESULTS_DIR/<chapter>.json."""
     if results_path:
-        atomic_write_json(results_path, payload, indent=2)
+        return Path(results_path)
+    directory = os.environ.get(RESULTS_DIR_ENV)
+    if directory and chapter:
+        return Path(directory) / f"{chapter}.json"
+    return None
+
+
+def write_results(results_path: str, payload: dict[str, Any], chapter: str | None = None) -> Path | None:
+    """Write the chapter's results as strict JSON; returns where, or None when nowhere is set.
+
+    Verdict objects (``fgclip.verdicts``) anywhere in ``payload`` are written as records.
+    """
+    destination = results_destination(results_path, chapter)
+    if destination is None:
+        return None
+    atomic_write_json(destination, _json_safe(payload), indent=2)
+    return destination

@@ -1,0 +1,264 @@
+"""One protocol behind every comparison the book states in words.
+
+Two arms (a method and a baseline, or two variants) are scored on the same units (images,
+categories, captions, phrases) under the same training seeds (or fold x seed replicates).
+:func:`compare` turns the paired scores into a :class:`Verdict`: the mean difference, an
+interval that accounts for both sources of chance, and one of three outcomes
+
+* ``A better``: the interval lies above zero and most seeds agree,
+* ``B better``: the interval lies below zero and most seeds agree,
+* ``cannot tell``: anything else ("cannot tell at this size").
+
+The estimate (the paper-free notation of ``book/notation.md``: D[s, u] = a[s, u] - b[s, u]
+for seed s and unit u, units grouped into clusters k such as the image of a phrase) is
+
+    d = sum_{s,u} D[s, u] / #observed                                         (eq-verdict-mean)
+
+and its standard error has two parts that add:
+
+    SE^2 = V_seed + V_unit,   V_seed = var_s(m_s) / S,   m_s = mean_u D[s, u]   (eq-verdict-se)
+
+V_unit is a cluster bootstrap: whole clusters of the seed-averaged differences are
+resampled with replacement (numpy, seeded), so phrases of one image or captions of one
+scene move together. V_seed is the between-seed variance of the per-seed means. The
+interval is d +/- t_nu SE with Welch-Satterthwaite degrees of freedom
+
+    nu = SE^4 / (V_seed^2 / (S - 1) + V_unit^2 / (K - 1)).                   (eq-verdict-df)
+
+Why not a plain percentile bootstrap that also resamples the seeds: with 3 seeds a resampled
+seed level has 10 distinct draws and underestimates the between-seed variance by (S-1)/S,
+so its 95% interval covers a null difference far less often than 95% when seeds disagree
+(``tests/test_verdicts.py`` measures both). Student's t with the seeds' degrees of freedom
+is the standard small-sample correction; when the seeds agree closely, nu grows towards
+the number of clusters and the interval is the cluster bootstrap's.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+
+A_BETTER = "A better"
+B_BETTER = "B better"
+CANNOT_TELL = "cannot tell"
+OUTCOMES = (A_BETTER, B_BETTER, CANNOT_TELL)
+CANNOT_DECIDE = "the test cannot decide here"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of :func:`compare`; ``difference`` is always mean(A) - mean(B)."""
+
+    claim: str
+    arms: tuple[str, str]
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    n_seeds: int
+    n_units: int
+    n_clusters: int
+    unit: str
+    cluster_unit: str
+    seeds_agreeing: int
+    verdict: str
+    higher_is_better: bool = True
+    seed_differences: tuple[float, ...] = field(default=())
+
+    @property
+    def winner(self) -> str | None:
+        """The better arm's name, or None when the verdict is 'cannot tell'."""
+        return {A_BETTER: self.arms[0], B_BETTER: self.arms[1]}.get(self.verdict)
+
+    @property
+    def outcome(self) -> str:
+        """The verdict in the arms' own words: '<arm> better' or 'cannot tell at this size'."""
+        return f"{self.winner} better" if self.winner else "cannot tell at this size"
+
+    def size(self) -> str:
+        """'3 seeds x 480 phrases in 120 images', the sample the interval rests on."""
+        seeds = f"{self.n_seeds} seed{'s' if self.n_seeds != 1 else ''}"
+        units = f"{self.n_units} {self.unit}"
+        if self.n_clusters != self.n_units:
+            units += f" in {self.n_clusters} {self.cluster_unit}"
+        return f"{seeds} x {units}"
+
+    def sentence(self, digits: int = 3) -> str:
+        """The sentence a chapter prints for this comparison."""
+        a, b = self.arms
+        pct = f"{self.confidence:.0%}"
+        return (f"{self.claim}: {a} {self.mean_a:.{digits}f} vs {b} {self.mean_b:.{digits}f}, "
+                f"difference {self.difference:+.{digits}f} ({pct} CI {self.ci_low:+.{digits}f} "
+                f"to {self.ci_high:+.{digits}f}; {self.size()}; {self.seeds_agreeing} of "
+                f"{self.n_seeds} seeds agree in sign): **{self.outcome}**.")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe record with the keys every chapter's results.json carries."""
+        d = asdict(self)
+        d["arms"] = list(self.arms)
+        d["seed_differences"] = list(self.seed_differences)
+        d["outcome"] = self.outcome
+        return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in d.items()}
+
+
+def _as_matrix(x, name: str) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]  # one seed
+    if arr.ndim != 2 or arr.shape[1] < 2:
+        raise ValueError(f"{name} must be (n_seeds, n_units) with at least 2 units, got shape {arr.shape}")
+    if np.isinf(arr).any():
+        raise ValueError(f"{name} contains infinite values")
+    return arr
+
+
+def _cluster_index(clusters, n_units: int) -> tuple[np.ndarray, int]:
+    if clusters is None:
+        return np.arange(n_units), n_units
+    labels = np.asarray(clusters)
+    if labels.shape != (n_units,):
+        raise ValueError(f"clusters must give one label per unit ({n_units}), got shape {labels.shape}")
+    _, index = np.unique(labels, return_inverse=True)
+    return index, int(index.max()) + 1
+
+
+def cluster_bootstrap_var(values: np.ndarray, cluster: np.ndarray, n_clusters: int,
+                          n_resamples: int, rng: np.random.Generator) -> float:
+    """Bootstrap variance of a mean whose units are resampled by whole clusters.
+
+    values: (n_units,) with NaN for units without a score; cluster: (n_units,) in 0..K-1.
+    Each resample draws K clusters with replacement (multinomial counts w_k) and takes
+    sum_k w_k S_k / sum_k w_k N_k, with S_k, N_k the cluster's sum and count.
+    """
+    ok = ~np.isnan(values)
+    sums = np.bincount(cluster[ok], weights=values[ok], minlength=n_clusters)  # (K,)
+    counts = np.bincount(cluster[ok], minlength=n_clusters).astype(np.float64)  # (K,)
+    weights = rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters),
+                              size=n_resamples).astype(np.float64)  # (B, K)
+    denom = weights @ counts
+    means = (weights @ sums)[denom > 0] / denom[denom > 0]  # (B',)
+    return float(means.var(ddof=1)) if means.size > 1 else 0.0
+
+
+def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None,
+            cluster_unit: str = "clusters", seed: int = 0, confidence: float = 0.95,
+            n_resamples: int = 2000, higher_is_better: bool = True) -> Verdict:
+    """Compare arm A with arm B on paired scores a[s, u], b[s, u] (eq-verdict-mean, eq-verdict-se, eq-verdict-df).
+
+    a, b: (n_seeds, n_units) arrays, or (n_units,) for one seed; NaN marks a unit that a
+    seed did not score (it must be NaN in both arms). clusters: one label per unit; units
+    with the same label are resampled together (phrases clustered by image). With
+    ``higher_is_better=False`` (an error rate, a latency) 'A better' means A is lower.
+    """
+    x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"a and b must have the same shape, got {x.shape} and {y.shape}")
+    if not np.array_equal(np.isnan(x), np.isnan(y)):
+        raise ValueError("a and b must have NaN (unscored units) in the same places")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if len(arms) != 2 or arms[0] == arms[1]:
+        raise ValueError(f"arms must name two different arms, got {arms!r}")
+    diff = x - y  # (S, U)
+    observed = ~np.isnan(diff)
+    if not observed.any(axis=1).all():
+        raise ValueError("every seed must score at least one unit")
+    cluster, n_clusters = _cluster_index(clusters, diff.shape[1])
+    n_seeds = diff.shape[0]
+    d = float(np.nanmean(diff))
+    seed_means = np.nanmean(diff, axis=1)  # (S,) m_s
+    rng = np.random.default_rng(seed)
+    v_unit = cluster_bootstrap_var(np.nanmean(diff, axis=0), cluster, n_clusters, n_resamples, rng)
+    v_seed = float(seed_means.var(ddof=1)) / n_seeds if n_seeds > 1 else 0.0
+    se2 = v_seed + v_unit
+    if se2 == 0.0:
+        low = high = d
+    else:
+        terms = (v_seed ** 2 / (n_seeds - 1) if n_seeds > 1 else 0.0) + \
+                (v_unit ** 2 / (n_clusters - 1) if n_clusters > 1 else 0.0)
+        nu = se2 ** 2 / terms if terms > 0 else np.inf
+        half = float(stats.t.ppf(0.5 + confidence / 2, nu)) * np.sqrt(se2)
+        low, high = d - half, d + half
+    sign = np.sign(d)
+    agreeing = int((np.sign(seed_means) == sign).sum()) if sign != 0 else 0
+    majority = agreeing * 2 > n_seeds
+    above, below = low > 0 and majority, high < 0 and majority
+    if not higher_is_better:
+        above, below = below, above
+    verdict = A_BETTER if above else B_BETTER if below else CANNOT_TELL
+    return Verdict(claim=claim, arms=(str(arms[0]), str(arms[1])),
+                   mean_a=float(np.nanmean(x)), mean_b=float(np.nanmean(y)), difference=d,
+                   ci_low=float(low), ci_high=float(high), confidence=confidence,
+                   n_seeds=n_seeds, n_units=int(observed.any(axis=0).sum()),
+                   n_clusters=n_clusters, unit=unit, cluster_unit=cluster_unit,
+                   seeds_agreeing=agreeing, verdict=verdict, higher_is_better=higher_is_better,
+                   seed_differences=tuple(float(m) for m in seed_means))
+
+
+@dataclass(frozen=True)
+class Falsification:
+    """A falsification test read through its two controls."""
+
+    test: Verdict
+    positive: Verdict
+    negative: Verdict
+    effect: str
+    positive_passed: bool
+    negative_passed: bool
+
+    @property
+    def controls_pass(self) -> bool:
+        return self.positive_passed and self.negative_passed
+
+    @property
+    def conclusion(self) -> str:
+        """The test's outcome when both controls behaved, else 'the test cannot decide here'."""
+        return self.test.outcome if self.controls_pass else CANNOT_DECIDE
+
+    def sentence(self) -> str:
+        pos = "fired" if self.positive_passed else "did NOT fire"
+        neg = "stayed quiet" if self.negative_passed else "did NOT stay quiet"
+        return (f"{self.test.claim}: positive control ({self.positive.claim}) {pos}, negative "
+                f"control ({self.negative.claim}) {neg}; conclusion: **{self.conclusion}**.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"test": self.test.to_dict(), "positive_control": self.positive.to_dict(),
+                "negative_control": self.negative.to_dict(), "effect": self.effect,
+                "positive_passed": self.positive_passed, "negative_passed": self.negative_passed,
+                "controls_pass": self.controls_pass, "conclusion": self.conclusion}
+
+
+def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A_BETTER,
+            negative_expect: str = CANNOT_TELL) -> Falsification:
+    """Read a test through its controls.
+
+    The positive control is a planted setting where the effect must show: it passes when
+    its verdict is ``effect``. The negative control is a setting where it must not: it
+    passes when its verdict is ``negative_expect`` (by default 'cannot tell').
+    """
+    for name, value in (("effect", effect), ("negative_expect", negative_expect)):
+        if value not in OUTCOMES:
+            raise ValueError(f"{name} must be one of {OUTCOMES}, got {value!r}")
+    return Falsification(test=test, positive=positive, negative=negative, effect=effect,
+                         positive_passed=positive.verdict == effect,
+                         negative_passed=negative.verdict == negative_expect)
+
+
+def verdict_records(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:
+    """The ``verdicts`` list of a chapter's results.json."""
+    return [v.to_dict() for v in verdicts]
+
+
+def verdict_table(verdicts: Sequence[Verdict], digits: int = 3):
+    """A pandas table of verdicts, one row each, for display in a chapter."""
+    import pandas as pd
+
+    rows = [{"claim": v.claim, "A": v.arms[0], "B": v.arms[1], "mean A": v.mean_a,
+             "mean B": v.mean_b, "A - B": v.difference,
+             f"{v.confidence:.0%} CI": f"[{v.ci_low:+.{digits}f}, {v.ci_high:+.{digits}f}]",
+             "sample": v.size(), "verdict": v.outcome} for v in verdicts]
+    return pd.DataFrame(rows).round(digits)

@@ -1,0 +1,179 @@
+"""The verdict protocol: planted effects are found, null effects are not, clusters widen."""
+import json
+
+import numpy as np
+import pytest
+
+from fgclip import verdicts
+from fgclip.reporting import RESULTS_DIR_ENV, write_results
+from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_DECIDE, CANNOT_TELL, compare, falsify
+
+
+def simulate(rng, effect, n_seeds=3, n_clusters=60, per_cluster=4, seed_sd=0.03,
+             cluster_sd=0.15, unit_sd=0.2):
+    """Paired arms a, b of shape (S, U): b is a baseline, a = b + effect + seed offset + noise.
+
+    Units share a difficulty with their cluster (both arms see it: pairing removes it) and
+    the arm difference has a cluster-level part too, so clustering matters for the interval.
+    """
+    n_units = n_clusters * per_cluster
+    clusters = np.repeat(np.arange(n_clusters), per_cluster)
+    difficulty = rng.normal(0, 1, n_clusters)[clusters]  # shared by both arms
+    cluster_gain = rng.normal(0, cluster_sd, n_clusters)[clusters]  # arm difference per cluster
+    b = difficulty + rng.normal(0, 0.1, (n_seeds, n_units))
+    seed_offset = rng.normal(0, seed_sd, (n_seeds, 1))
+    a = b + effect + cluster_gain + seed_offset + rng.normal(0, unit_sd, (n_seeds, n_units))
+    return a, b, clusters
+
+
+def test_planted_effect_is_found_on_the_right_side():
+    rng = np.random.default_rng(0)
+    a, b, clusters = simulate(rng, effect=0.15)
+    v = compare(a, b, claim="planted", arms=("method", "baseline"), unit="phrases",
+                clusters=clusters, cluster_unit="images", seed=1)
+    assert v.verdict == A_BETTER and v.winner == "method"
+    assert v.ci_low > 0 and v.ci_low < v.difference < v.ci_high
+    assert v.difference == pytest.approx(np.mean(a - b))
+    swapped = compare(b, a, claim="planted", arms=("baseline", "method"), unit="phrases",
+                      clusters=clusters, seed=1)
+    assert swapped.verdict == B_BETTER and swapped.winner == "method"
+    assert swapped.difference == pytest.approx(-v.difference)
+
+
+def test_lower_is_better_flips_the_reading_not_the_difference():
+    rng = np.random.default_rng(1)
+    a, b, clusters = simulate(rng, effect=-0.2)  # a has the lower error
+    v = compare(a, b, claim="error", arms=("a", "b"), unit="images", clusters=clusters,
+                higher_is_better=False)
+    assert v.difference < 0 and v.verdict == A_BETTER
+
+
+def test_null_effect_with_realistic_seed_spread_says_cannot_tell():
+    """No effect, seeds that disagree as much as chapter 3's: 'cannot tell' in >= 90% of runs."""
+    rng = np.random.default_rng(2)
+    outcomes = []
+    for run in range(200):
+        a, b, clusters = simulate(rng, effect=0.0, seed_sd=0.05)
+        v = compare(a, b, claim="null", arms=("a", "b"), unit="phrases", clusters=clusters,
+                    seed=run, n_resamples=400)
+        outcomes.append(v.verdict)
+    share = np.mean([o == CANNOT_TELL for o in outcomes])
+    assert share >= 0.90, f"only {share:.0%} of null runs said 'cannot tell'"
+
+
+def test_a_percentile_bootstrap_over_three_seeds_would_not_hold():
+    """Why the seed level uses Student's t: resampling 3 seeds covers a null far too rarely."""
+    rng = np.random.default_rng(3)
+    covered_t, covered_percentile = [], []
+    for run in range(200):
+        a, b, clusters = simulate(rng, effect=0.0, seed_sd=0.05, cluster_sd=0.0, unit_sd=0.05)
+        v = compare(a, b, claim="null", arms=("a", "b"), unit="units", clusters=clusters,
+                    seed=run, n_resamples=400)
+        covered_t.append(v.ci_low <= 0 <= v.ci_high)
+        seed_means = (a - b).mean(axis=1)  # the seed level dominates this null
+        draws = rng.choice(seed_means, size=(2000, seed_means.size)).mean(axis=1)
+        lo, hi = np.quantile(draws, [0.025, 0.975])
+        covered_percentile.append(lo <= 0 <= hi)
+    assert np.mean(covered_t) >= 0.9
+    assert np.mean(covered_percentile) < 0.85
+
+
+def test_clustered_units_give_wider_intervals_than_iid_units():
+    rng = np.random.default_rng(4)
+    a, b, clusters = simulate(rng, effect=0.05, seed_sd=0.0, cluster_sd=0.3, unit_sd=0.05,
+                              per_cluster=8)
+    kw = dict(claim="c", arms=("a", "b"), unit="phrases", seed=0)
+    clustered = compare(a, b, clusters=clusters, **kw)
+    iid = compare(a, b, **kw)
+    assert clustered.n_clusters == 60 and iid.n_clusters == iid.n_units == 480
+    assert (clustered.ci_high - clustered.ci_low) > 2 * (iid.ci_high - iid.ci_low)
+
+
+def test_seeds_that_disagree_in_sign_give_cannot_tell():
+    # units agree perfectly within each seed (a unit-only bootstrap would be a point), but
+    # one seed of three reverses the sign: the seed level must keep the verdict open
+    a = np.array([[1.0] * 50, [1.0] * 50, [-1.0] * 50]) + 0.0
+    b = np.zeros_like(a)
+    v = compare(a, b, claim="split", arms=("a", "b"), unit="units")
+    assert v.seeds_agreeing == 2 and v.verdict == CANNOT_TELL
+
+
+def test_one_seed_uses_the_unit_level_and_says_so():
+    rng = np.random.default_rng(5)
+    a = rng.normal(0.5, 0.1, 200)
+    v = compare(a, np.zeros(200), claim="one", arms=("a", "b"), unit="captions")
+    assert v.n_seeds == 1 and v.verdict == A_BETTER
+    assert "1 seed x 200 captions" in v.sentence()
+
+
+def test_unscored_units_are_allowed_when_both_arms_skip_them():
+    a = np.array([[0.5, np.nan, 0.7, 0.6], [np.nan, 0.4, 0.8, 0.6], [0.5, 0.5, np.nan, 0.6]])
+    b = np.where(np.isnan(a), np.nan, 0.1)
+    v = compare(a, b, claim="folds", arms=("a", "b"), unit="categories")
+    assert v.n_units == 4 and v.difference == pytest.approx(np.nanmean(a) - 0.1)
+    with pytest.raises(ValueError, match="same places"):
+        compare(a, np.full_like(a, 0.1), claim="x", arms=("a", "b"), unit="u")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(b=np.zeros((3, 4))), "same shape"),
+    (dict(arms=("a", "a")), "two different arms"),
+    (dict(confidence=1.5), "confidence"),
+    (dict(clusters=[0, 1]), "one label per unit"),
+])
+def test_bad_input_is_refused_with_its_name(kwargs, message):
+    args = dict(a=np.ones((3, 5)), b=np.zeros((3, 5)), claim="x", arms=("a", "b"), unit="u")
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        compare(**args)
+
+
+def test_identical_arms_give_a_point_interval_and_cannot_tell():
+    x = np.arange(12.0).reshape(3, 4)
+    v = compare(x, x, claim="same", arms=("a", "b"), unit="u")
+    assert (v.difference, v.ci_low, v.ci_high) == (0.0, 0.0, 0.0)
+    assert v.verdict == CANNOT_TELL and v.outcome == "cannot tell at this size"
+
+
+def test_falsify_needs_both_controls():
+    rng = np.random.default_rng(6)
+    big = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="pos", arms=("a", "b"), unit="u")
+    null = compare(rng.normal(0, 0.1, (3, 50)), rng.normal(0, 0.1, (3, 50)), claim="neg",
+                   arms=("a", "b"), unit="u")
+    ok = falsify(big, positive=big, negative=null)
+    assert ok.controls_pass and ok.conclusion == "a better"
+    broken = falsify(big, positive=null, negative=null)
+    assert not broken.controls_pass and broken.conclusion == CANNOT_DECIDE
+    leaky = falsify(null, positive=big, negative=big)
+    assert leaky.positive_passed and not leaky.negative_passed
+    assert "did NOT stay quiet" in leaky.sentence()
+    with pytest.raises(ValueError, match="effect"):
+        falsify(big, big, null, effect="a wins")
+
+
+def test_results_json_carries_the_verdict_records(tmp_path, monkeypatch):
+    v = compare(np.ones((3, 4)) + np.arange(4) * 0.01, np.zeros((3, 4)), claim="c",
+                arms=("m", "base"), unit="images")
+    f = falsify(v, v, v)
+    monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path))
+    path = write_results("", {"verdicts": [v], "controls": [f], "x": np.float32(0.5),
+                              "missing": float("nan")}, chapter="ch9")
+    assert path == tmp_path / "ch9.json"
+    data = json.loads(path.read_text())
+    record = data["verdicts"][0]
+    for key in ("claim", "arms", "difference", "ci_low", "ci_high", "n_seeds", "n_units",
+                "unit", "verdict"):
+        assert key in record
+    assert record["arms"] == ["m", "base"] and record["verdict"] == A_BETTER
+    assert data["controls"][0]["controls_pass"] is False
+    assert data["x"] == 0.5 and data["missing"] is None
+    explicit = write_results(str(tmp_path / "run.json"), {"verdicts": []}, chapter="ch9")
+    assert explicit == tmp_path / "run.json"
+    monkeypatch.delenv(RESULTS_DIR_ENV)
+    assert write_results("", {"verdicts": []}, chapter="ch9") is None
+
+
+def test_verdict_table_has_one_row_per_verdict():
+    v = compare(np.ones((3, 4)), np.zeros((3, 4)), claim="c", arms=("m", "b"), unit="u")
+    table = verdicts.verdict_table([v, v])
+    assert len(table) == 2 and table.loc[0, "verdict"] == "m better"

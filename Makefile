@@ -7,15 +7,17 @@ NOTEBOOKS := $(wildcard notebooks/*.py)
 CHAPTERS := $(foreach n,$(NOTEBOOKS),$(firstword $(subst _, ,$(notdir $(n)))))
 RESULTS := $(CURDIR)/_build/results
 # jupyter-cache keys on a notebook's code cells only; these inputs change results too
-BOOK_INPUTS := src checkpoints requirements.txt pyproject.toml
+BOOK_INPUTS := src checkpoints requirements.txt constraints.txt pyproject.toml
 
 .PHONY: book test unit nbval sync clean
 
-$(STAMP): requirements.txt pyproject.toml
+# requirements.txt names the book's environment; constraints.txt pins the exact versions it
+# was tested with; the package itself installs with its dependencies (nothing hidden).
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
-	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q -c constraints.txt -r requirements.txt
+	$(BIN)/pip install -q -c constraints.txt -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 

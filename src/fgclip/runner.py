@@ -18,9 +18,10 @@ import nbformat
 import yaml
 
 from .fileio import atomic_write_text
+from .paths import project_home
 from .precision import PRECISIONS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = project_home()
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PARAMS_DIR = NOTEBOOKS / "params"
 

@@ -53,16 +53,14 @@ results_path = ""  # set by `python -m fgclip run`: where the headline numbers g
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
-from PIL import Image
 
 from fgclip.datasets import read_coco_split
 from fgclip.evaluation import pair_retrieval, shape_classification
 from fgclip.reporting import write_results
-from fgclip.models import create_clip
+from fgclip.models import create_clip, load_image_batch
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
 from fgclip.toyworld.export import export_coco, load_toyworld_meta
@@ -117,7 +115,7 @@ if not (root / "annotations" / f"instances_{split}.json").is_file():
     export_coco(generate(world, n_images, seed=seed, split="test"), root, split, world, seed)
 records = read_coco_split(root, split)[:n_images]
 meta = load_toyworld_meta(root)
-images = np.stack([np.asarray(Image.open(r.image_path).convert("RGB")) for r in records])
+image_paths = [str(r.image_path) for r in records]
 texts = [r.captions[0] for r in records]
 print(f"read {len(records)} images and {sum(len(r.captions) for r in records)} captions "
       f"from {root}; toy-world metadata: {'yes' if meta else 'no (real data)'}")
@@ -145,8 +143,10 @@ torch.manual_seed(seed)
 random_init = create_clip(model, pretrained=None, device=device)
 single = generate(replace(world, min_objects=1, max_objects=1), n_images, seed=seed + 1, split="test")
 rows = {}
-for label, clip in (("toy CLIP", trained), ("random init", random_init)):
-    rows[label] = pair_retrieval(clip, images, texts)
+trained_label = f"{model} ({pretrained})"
+for label, clip in ((trained_label, trained), ("random init", random_init)):
+    _, inputs, index = load_image_batch(image_paths, clip)  # photos of any size: the model's transform
+    rows[label] = pair_retrieval(clip, inputs[index], texts)
     rows[label]["zero-shot shape acc."] = shape_classification(clip, single, world.categories)
 results = pd.DataFrame(rows).T
 results["chance shape acc."] = 1 / len(world.categories)
@@ -165,11 +165,11 @@ if trained.checkpoint_info is not None:
 # ## What we found
 
 # %%
-r = results.loc["toy CLIP"]
+r = results.loc[trained_label]
 display(Markdown(f"""
 ```{{admonition}} What we found (seed {seed}, {len(records)} held-out scenes)
 :class: tip
-- The toy CLIP retrieves the right full caption among {len(records)} for
+- {trained_label} retrieves the right full caption among {len(records)} for
   **{r['i2t_R@1']:.1%}** of images (R@1; R@10 {r['i2t_R@10']:.1%}); a random init gets
   {results.loc['random init', 'i2t_R@1']:.1%}.
 - Zero-shot shape classification reaches **{r['zero-shot shape acc.']:.1%}** against a

@@ -13,13 +13,17 @@ from .precision import autocast_context
 
 
 @torch.no_grad()
-def encode_images(clip: Clip, images: np.ndarray, batch_size: int = 256,
+def encode_images(clip: Clip, images: np.ndarray | torch.Tensor, batch_size: int = 256,
                   precision: str = "fp32") -> torch.Tensor:
-    """uint8 (N, H, W, 3) -> L2-normalised (N, D) image embeddings."""
+    """-> L2-normalised (N, D) image embeddings, from uint8 (N, H, W, 3) square images or
+    from model inputs (N, 3, S, S) already transformed (real photos, ``load_image_batch``)."""
     device = next(clip.model.parameters()).device
     out = []
     for i in range(0, len(images), batch_size):
-        x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
+        if isinstance(images, torch.Tensor):
+            x = images[i:i + batch_size].to(device)  # (b, 3, S, S) model inputs
+        else:
+            x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
         with autocast_context(device, precision):
             out.append(clip.model.encode_image(x, normalize=True).float())
     return torch.cat(out)
@@ -44,9 +48,9 @@ def caption_retrieval(clip: Clip, scenes: list[Scene], precision: str = "fp32") 
                           [s.captions[0].text for s in scenes], precision)
 
 
-def pair_retrieval(clip: Clip, images: np.ndarray, texts: list[str],
+def pair_retrieval(clip: Clip, images: np.ndarray | torch.Tensor, texts: list[str],
                    precision: str = "fp32") -> dict[str, float]:
-    """R@1/5/10 both ways for aligned (image i, text i) pairs; uint8 images (N, H, W, 3).
+    """R@1/5/10 both ways for aligned (image i, text i) pairs; images as for :func:`encode_images`.
 
     A caption counts as relevant to every image whose caption is the same string,
     so identical captions of different images are not scored as misses.

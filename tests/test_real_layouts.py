@@ -1,0 +1,43 @@
+"""Chapters on real data: small datasets in the real layouts, made of real photos (non-square,
+of varied sizes; `fgclip.datasets.samples`), run end to end through `python -m fgclip run`
+with a real open_clip architecture at random weights (the weights cannot be downloaded
+here). Each run must read what the files hold."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fgclip.datasets import read_coco_split
+from fgclip.datasets.samples import build_real_layouts
+from fgclip.runner import run_chapter
+
+N_IMAGES = 12  # six per split
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    return build_real_layouts(tmp_path_factory.mktemp("real"), n_images=N_IMAGES, seed=0)
+
+
+def run(chapter: str, params: dict, tmp_path: Path) -> dict:
+    os.environ["FGCLIP_STATIC_WIDGETS"] = "1"
+    out = run_chapter(chapter, params, runs_dir=tmp_path)
+    return json.loads((out / "results.json").read_text())
+
+
+def test_the_sample_layouts_hold_real_photos_of_varied_shape(layouts):
+    records = read_coco_split(layouts["coco"], "val2017")
+    sizes = {(r.width, r.height) for r in records}
+    assert len(records) == N_IMAGES // 2 and len(sizes) == len(records)
+    assert all(w != h for w, h in sizes)
+    ids = {o.category_id for r in records for o in r.objects}
+    assert ids - {1, 2, 3, 4, 5, 6}, "COCO's category ids are not contiguous"
+
+
+def test_ch0_on_real_coco_with_a_real_architecture(layouts, tmp_path):
+    results = run("ch0", {"data_root": str(layouts["coco"]), "split": "val2017",
+                          "model": "ViT-B-32", "pretrained": "none", "n_images": 100}, tmp_path)
+    assert results["n_images"] == N_IMAGES // 2  # every image of the split, no more
+    metrics = results["metrics"]["ViT-B-32 (none)"]
+    assert 0.0 <= metrics["i2t_R@1"] <= 1.0 and metrics["i2t_R@10"] == 1.0  # 6 candidates

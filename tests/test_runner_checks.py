@@ -1,0 +1,60 @@
+"""`python -m fgclip run` refuses bad parameters before any cell runs, reads YAML 1.2
+numbers and negative values, prints the resolved set with --check, and renders widgets
+statically (a papermill run has no frontend)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fgclip.__main__ import main, split_param_pairs
+from fgclip.runner import ParameterError, parse_value, resolved_parameters, run_chapter, validate
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 1e-3), ("-5e-5", -5e-5), ("3", 3), ("0.5", 0.5),
+                                         ("true", True), ("cuda", "cuda"), ("[1, 2]", [1, 2])])
+def test_values_are_yaml_1_2(text, value):
+    parsed = parse_value(text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+def test_negative_values_survive_the_command_line():
+    rest, pairs = split_param_pairs(["run", "ch2", "-p", "epsilon", "-5e-5", "--check"])
+    assert rest == ["run", "ch2", "--check"] and pairs == [("epsilon", "-5e-5")]
+    with pytest.raises(ParameterError, match="NAME and a VALUE"):
+        split_param_pairs(["run", "ch2", "-p", "epsilon"])
+
+
+def test_check_prints_every_resolved_parameter_and_runs_nothing(capsys, tmp_path):
+    assert main(["run", "ch0", "--check", "-p", "seed", "3", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "seed: 3" in out and "n_images: 1000" in out
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("params, match", [
+    ({"device": "cuda"}, "'device'.*no CUDA device"),
+    ({"device": "gpu"}, "'device'.*not a device"),
+    ({"model": "ViT-B32", "pretrained": "none"}, "'model'.*did you mean ViT-B-32"),
+    ({"model": "ViT-B-32"}, "'pretrained'.*'toy' weights exist only"),
+    ({"model": "ViT-B-32", "pretrained": "laion9"}, "'pretrained'.*neither a weights file nor a tag"),
+    ({"data_root": None}, "'data_root': a value is required"),
+])
+def test_refusals_name_the_parameter(params, match):
+    with pytest.raises(ParameterError, match=match):
+        validate("ch0", params)
+
+
+def test_device_auto_resolves_to_what_is_there():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolved_parameters("ch0", {"device": "auto"})["device"] == expected
+
+
+def test_a_refusal_comes_before_any_output_folder(tmp_path):
+    with pytest.raises(ParameterError):
+        run_chapter("ch0", {"model": "no-such-clip"}, runs_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+    run = subprocess.run([sys.executable, "-m", "fgclip", "run", "ch0", "-p", "model", "no-such-clip",
+                          "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "parameter 'model'" in run.stderr and "Traceback" not in run.stderr

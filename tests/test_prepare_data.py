@@ -79,3 +79,16 @@ def test_class_names_keep_the_first_lemma_and_never_add_names(tmp_path):
     (tmp_path / "empty.txt").write_text("\n, x\n")
     with pytest.raises(ValueError, match="empty first lemma"):
         prepare_class_names(tmp_path / "empty.txt", tmp_path / "n3.txt")
+
+
+def test_voc2012_and_readable_names(tmp_path, scenes):
+    from fgclip.datasets import read_detection_split, readable_class_name
+    from fgclip.datasets.samples import photo_crops, write_voc
+
+    write_voc(tmp_path / "VOCdevkit", "val", photo_crops(3, 0), 0, 1)
+    (tmp_path / "VOCdevkit" / "VOC2007").rename(tmp_path / "VOCdevkit" / "VOC2012")
+    paths, objects, sizes = read_detection_split(tmp_path / "VOCdevkit", "val", "voc", year="VOC2012")
+    assert len(paths) == 3 and all(h != w for h, w in sizes)
+    names = {n for objs in objects for n, _ in objs}
+    assert "pottedplant" in names and readable_class_name("pottedplant") == "potted plant"
+    assert readable_class_name("dog") == "dog"

@@ -12,13 +12,13 @@ from .flickr30k_entities import (FlickrAnnotation, FlickrPhrase, FlickrRecord, F
                                  read_flickr30k_entities_image, read_sentences, resolve_phrase)
 from .detection import read_detection_split
 from .foil import FoilPair, FoilSplit, foil_caption_rows, foil_position, read_foil, read_foil_split
-from .voc import VocObject, VocRecord, read_voc, read_voc_annotation
+from .voc import VocObject, VocRecord, read_voc, read_voc_annotation, readable_class_name
 
 __all__ = [
     "Box", "CocoObject", "CocoRecord", "DatasetFormatError", "FlickrAnnotation", "FlickrPhrase",
     "FlickrRecord", "FlickrSentence", "FoilPair", "FoilSplit", "VocObject", "VocRecord",
     "check_box", "foil_caption_rows", "foil_position", "parse_sentence", "read_annotation", "read_coco",
     "read_coco_split", "read_detection_split", "read_flickr30k_entities", "read_flickr30k_entities_image", "read_foil",
-    "read_foil_split", "read_sentences", "read_voc", "read_voc_annotation", "resolve_phrase",
+    "read_foil_split", "read_sentences", "read_voc", "read_voc_annotation", "readable_class_name", "resolve_phrase",
     "voc_to_xyxy", "xyxy_to_voc",
 ]

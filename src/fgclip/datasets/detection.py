@@ -11,18 +11,19 @@ from .voc import read_voc
 FORMATS = ("coco", "voc")
 
 
-def read_detection_split(root: str | os.PathLike, split: str, fmt: str,
+def read_detection_split(root: str | os.PathLike, split: str, fmt: str, year: str = "VOC2007",
                          ) -> tuple[list[Path], list[list[tuple[str, Box]]], list[tuple[int, int]]]:
     """(image paths, [(category, box)] per image, (height, width) per image) of ``split``.
 
     ``fmt='coco'`` reads ``<root>/annotations/instances_<split>.json`` with pycocotools;
-    ``fmt='voc'`` reads ``<root>/VOC2007/ImageSets/Main/<split>.txt`` and its XML files.
+    ``fmt='voc'`` reads ``<root>/<year>/ImageSets/Main/<split>.txt`` (VOC2007 or VOC2012)
+    and its XML files.
     """
     if fmt == "coco":
         records = read_coco_split(root, split, captions=False)
         objects = [[(o.category, o.box) for o in r.objects] for r in records]
     elif fmt == "voc":
-        records = read_voc(root, split)
+        records = read_voc(root, split, year)
         objects = [[(o.name, o.box) for o in r.objects] for r in records]
     else:
         raise ValueError(f"data_format must be one of {FORMATS}, got {fmt!r}")

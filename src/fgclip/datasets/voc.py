@@ -85,3 +85,12 @@ def read_voc(root: str | os.PathLike, split: str, year: str = "VOC2007", *,
     return [read_voc_annotation(base / "Annotations" / f"{i}.xml", base / "JPEGImages",
                                 check_images=check_images, box_tolerance=box_tolerance)
             for i in ids]
+
+
+# VOC's class names are single tokens; a prompt or a word vector wants the words
+READABLE_NAMES = {"diningtable": "dining table", "pottedplant": "potted plant", "tvmonitor": "tv monitor"}
+
+
+def readable_class_name(name: str) -> str:
+    """'pottedplant' -> 'potted plant': the words a text encoder or GloVe knows."""
+    return READABLE_NAMES.get(name, name)

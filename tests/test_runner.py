@@ -56,7 +56,7 @@ def test_run_writes_notebook_params_and_results(tmp_path):
     assert params["n_images"] == 200 and params["model"] == "toy-vit"
     results = json.loads((out / "results.json").read_text())
     assert results["n_images"] == 200
-    toy = results["metrics"]["toy CLIP"]
+    toy = results["metrics"]["toy-vit (toy)"]  # the trained model is named by model and weights
     assert toy["i2t_R@1"] > results["metrics"]["random init"]["i2t_R@1"]
     assert (out / "ch0_toyworld.ipynb").is_file()
 

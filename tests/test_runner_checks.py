@@ -58,3 +58,31 @@ def test_a_refusal_comes_before_any_output_folder(tmp_path):
     run = subprocess.run([sys.executable, "-m", "fgclip", "run", "ch0", "-p", "model", "no-such-clip",
                           "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "parameter 'model'" in run.stderr and "Traceback" not in run.stderr
+
+
+def _notebook(tmp_path, source):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})]
+    path = tmp_path / "chx_test.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_ranges_are_read_from_the_end_of_each_comment(tmp_path):
+    from fgclip.runner import _check_range, chapter_defaults, chapter_ranges
+
+    path = _notebook(tmp_path, 'n_images: int = 100  # scenes [> 0]\n'
+                               'lr: float = 1e-3  # step size, e.g. 1e-3 [> 0]\n'
+                               'proportions: list = [0.1, 0.5]  # known labels [non-empty; each 0 to 1]\n'
+                               'seed = 0  # no range\n')
+    assert chapter_defaults(path) == {"n_images": 100, "lr": 1e-3, "proportions": [0.1, 0.5], "seed": 0}
+    ranges = chapter_ranges(path)
+    assert ranges == {"n_images": ["> 0"], "lr": ["> 0"], "proportions": ["non-empty", "each 0 to 1"]}
+    for name, bad, match in (("n_images", -5, "must be > 0"), ("proportions", [], "must not be empty"),
+                             ("proportions", [0.5, 1.5], r"between 0 and 1 \(each value\)")):
+        with pytest.raises(ParameterError, match=match):
+            _check_range(name, bad, ranges[name])
+    with pytest.raises(ParameterError, match="unreadable range"):
+        chapter_ranges(_notebook(tmp_path, "x = 1  # [sometimes]\n"))

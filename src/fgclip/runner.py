@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ import yaml
 from .fileio import atomic_write_text
 from .paths import project_home
 from .precision import PRECISIONS
+
+STATIC_ENV = "FGCLIP_STATIC_WIDGETS"  # read by fgclip.viz.widgets (not imported: it pulls in matplotlib)
 
 REPO_ROOT = project_home()
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -38,17 +42,72 @@ def chapter_notebook(chapter: str) -> Path:
     return matches[0]
 
 
-def chapter_defaults(notebook: Path) -> dict[str, Any]:
-    """Names and literal default values of the cell tagged ``parameters``."""
+def _parameters_source(notebook: Path) -> str:
     nb = nbformat.read(notebook, as_version=4)
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
         raise ParameterError(f"{notebook}: expected one cell tagged 'parameters', found {len(cells)}")
+    return cells[0].source
+
+
+def chapter_defaults(notebook: Path) -> dict[str, Any]:
+    """Names and literal default values of the cell tagged ``parameters`` (``x = 1`` or ``x: int = 1``)."""
     defaults = {}
-    for node in ast.parse(cells[0].source).body:
+    for node in ast.parse(_parameters_source(notebook)).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             defaults[node.targets[0].id] = ast.literal_eval(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            defaults[node.target.id] = ast.literal_eval(node.value)
     return defaults
+
+
+# A range declared at the end of a parameter's comment, read by the runner:
+#   [> 0]  [>= 0]  [0 to 1]  [non-empty]  [each > 0]  [each 0 to 1]  (joined by ';' inside one [...])
+RANGE_RE = re.compile(r"\[([^\[\]]*)\]\s*$")
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_RULE = re.compile(rf"^(?P<each>each )?(?:(?P<op>>=|>) ?(?P<bound>{_NUM})|(?P<lo>{_NUM}) to (?P<hi>{_NUM}))$")
+
+
+def chapter_ranges(notebook: Path) -> dict[str, list[str]]:
+    """Each parameter's declared range rules, from the ``[...]`` that ends its comment."""
+    import io
+    import tokenize
+
+    source = _parameters_source(notebook)
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    ranges = {}
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        match = RANGE_RE.search(comments.get(node.end_lineno, "")) if isinstance(target, ast.Name) else None
+        if match:
+            rules = [r.strip() for r in match.group(1).split(";") if r.strip()]
+            bad = [r for r in rules if r != "non-empty" and not _RULE.match(r)]
+            if bad:
+                raise ParameterError(f"{notebook.name}: parameter {target.id!r} declares an unreadable range {bad}")
+            ranges[target.id] = rules
+    return ranges
+
+
+def _check_range(name: str, value: Any, rules: list[str]) -> None:
+    for rule in rules:
+        if rule == "non-empty":
+            if not value:
+                raise ParameterError(f"parameter {name!r} must not be empty, got {value!r}")
+            continue
+        m = _RULE.match(rule)
+        values = list(value) if m["each"] and isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ParameterError(f"parameter {name!r} expects numbers ({rule}), got {v!r}")
+            if m["op"]:
+                ok = v > float(m["bound"]) if m["op"] == ">" else v >= float(m["bound"])
+            else:
+                ok = float(m["lo"]) <= v <= float(m["hi"])
+            if not ok:
+                want = f"{m['op']} {m['bound']}" if m["op"] else f"between {m['lo']} and {m['hi']}"
+                raise ParameterError(f"parameter {name!r} must be {want}"
+                                     f"{' (each value)' if m['each'] else ''}, got {value!r}")
 
 
 def _check_type(name: str, value: Any, default: Any) -> Any:
@@ -67,49 +126,130 @@ def _check_type(name: str, value: Any, default: Any) -> Any:
     return value
 
 
-def validate(chapter: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Checked parameters; raises ParameterError naming the first bad one."""
-    return _check_params(chapter, params, chapter_defaults(chapter_notebook(chapter)))
+def validate(chapter: str, params: dict[str, Any], on_this_machine: bool = True) -> dict[str, Any]:
+    """Checked parameters; raises ParameterError naming the first bad one.
+
+    ``on_this_machine=False`` checks a set meant for another machine (a GPU's
+    ``gpu-full``): names, types, ranges and models, but not the device or the paths.
+    """
+    return _check_params(chapter, params, chapter_defaults(chapter_notebook(chapter)), on_this_machine)
 
 
-def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any],
+                  on_this_machine: bool = True) -> dict[str, Any]:
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ParameterError(f"{chapter}: unknown parameter(s) {', '.join(map(repr, unknown))}; "
                              f"accepted: {', '.join(sorted(defaults))}")
     checked = {k: _check_type(k, v, defaults[k]) for k, v in params.items()}
+    ranges = chapter_ranges(chapter_notebook(chapter))
+    for key, value in checked.items():
+        if key in ranges and value is not None:
+            _check_range(key, value, ranges[key])
+    for key in ("data_root", "device", "model"):
+        if key in checked and checked[key] is None:
+            raise ParameterError(f"parameter {key!r}: a value is required, got null")
     # the chapter's own default data_root is relative to notebooks/ and the notebook
     # exports the toy world there on first use; any other data_root must already exist
-    if "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
+    if on_this_machine and "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
             and not Path(checked["data_root"]).expanduser().exists():
         raise ParameterError(f"parameter 'data_root': folder {checked['data_root']!r} does not exist")
     if "precision" in checked and checked["precision"] not in PRECISIONS:
-        raise ParameterError(f"parameter 'precision': expects one of {PRECISIONS}, got {checked['precision']!r}")
+        raise ParameterError(f"parameter 'precision': expects one of {PRECISIONS} ('auto': bf16 where the "
+                             f"device runs it natively, else fp32), got {checked['precision']!r}")
     pretrained = checked.get("pretrained")
-    if isinstance(pretrained, str) and pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) \
-            and not Path(pretrained).expanduser().is_file():
+    if on_this_machine and isinstance(pretrained, str) \
+            and pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) and not Path(pretrained).expanduser().is_file():
         raise ParameterError(f"parameter 'pretrained': weights file {pretrained!r} not found")
+    if "device" in checked and on_this_machine:
+        checked["device"] = _check_device(checked["device"])
+    if "model" in checked or "pretrained" in checked:
+        _check_model(checked.get("model", defaults.get("model")), checked.get("pretrained", defaults.get("pretrained")))
     return checked
 
 
+def _check_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is there, else 'cpu'; 'cuda[:i]' only where CUDA is."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except RuntimeError as err:
+        raise ParameterError(f"parameter 'device': {device!r} is not a device ({err})") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ParameterError(f"parameter 'device': {device!r} asked for, but this machine has no CUDA "
+                             "device (use 'cpu', or 'auto' to take a GPU only where there is one)")
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise ParameterError(f"parameter 'device': {device!r} asked for, but MPS is not available here")
+    return device
+
+
+def _check_model(model: str | None, pretrained: str | None) -> None:
+    """A known architecture, and a pretrained value it can take, before any work."""
+    if model is None:
+        return
+    from .models.factory import NO_WEIGHTS, TOY_MODELS, check_model_name
+
+    try:
+        check_model_name(model)
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+    if pretrained in NO_WEIGHTS or pretrained == "toy" and model in TOY_MODELS:
+        return
+    if pretrained == "toy":
+        raise ParameterError(f"parameter 'pretrained': 'toy' weights exist only for {', '.join(TOY_MODELS)}, "
+                             f"not {model!r}; use 'none', an open_clip tag or a weights file")
+    if model in TOY_MODELS or Path(str(pretrained)).expanduser().is_file():
+        return
+    import open_clip
+
+    tags = open_clip.list_pretrained_tags_by_model(model)
+    if pretrained not in tags:
+        raise ParameterError(f"parameter 'pretrained': {pretrained!r} is neither a weights file nor a "
+                             f"tag of {model!r} (tags: {', '.join(tags) or 'none'}; or 'none' for random weights)")
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where ``1e-3`` (no dot) is a string; YAML 1.2 reads a float."""
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."))
+
+
 def parse_value(text: str) -> Any:
-    """A -p value as YAML (so 3 is int, 0.5 float, true bool, cuda str)."""
-    return yaml.safe_load(text)
+    """A -p value as YAML 1.2 (so 3 is int, 0.5 and 1e-3 float, true bool, cuda str)."""
+    return yaml.load(text, Loader=_Yaml12Loader)
 
 
 def load_param_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ParameterError(f"parameter file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yaml.load(path.read_text(), Loader=_Yaml12Loader) or {}
     if not isinstance(data, dict):
         raise ParameterError(f"{path}: expected a mapping of parameter names to values")
     return data
 
 
+def resolved_parameters(chapter: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter the chapter will run with: its defaults updated by the checked ``params``."""
+    defaults = chapter_defaults(chapter_notebook(chapter))
+    return {**defaults, **_check_params(chapter, params, defaults)}
+
+
 def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REPO_ROOT / "runs",
-                kernel: str = "python3") -> Path:
-    """Validate, then execute the chapter into runs/<chapter>/<timestamp>/."""
+                kernel: str = "python3", live_widgets: bool = False, log_output: bool = False) -> Path:
+    """Validate, then execute the chapter into runs/<chapter>/<timestamp>/.
+
+    Widgets render as static figures unless ``live_widgets``: a papermill run has no
+    frontend, and a live widget cell can leave nbclient waiting on an idle kernel.
+    ``log_output`` streams the cells' output while they run (long GPU runs).
+    """
     import papermill
 
     notebook = chapter_notebook(chapter)
@@ -125,8 +265,18 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():
             checked[key] = str(Path(checked[key]).expanduser().resolve())
     atomic_write_text(out / "params.yaml", yaml.safe_dump(checked, sort_keys=True))
-    papermill.execute_notebook(str(notebook), str(out / notebook.name), parameters=checked,
-                               cwd=str(notebook.parent), kernel_name=kernel, progress_bar=False)
+    previous = os.environ.get(STATIC_ENV)
+    if not live_widgets:
+        os.environ[STATIC_ENV] = "1"  # the kernel inherits the environment
+    try:
+        papermill.execute_notebook(str(notebook), str(out / notebook.name), parameters=checked,
+                                   cwd=str(notebook.parent), kernel_name=kernel, progress_bar=False,
+                                   log_output=log_output)
+    finally:
+        if previous is None:
+            os.environ.pop(STATIC_ENV, None)
+        else:
+            os.environ[STATIC_ENV] = previous
     if not (out / "results.json").is_file():
         raise RuntimeError(f"{notebook.name} ran but wrote no results.json to {out}")
     json.loads((out / "results.json").read_text())  # a chapter must write valid JSON

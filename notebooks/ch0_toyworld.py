@@ -51,7 +51,6 @@ results_path = ""  # set by `python -m fgclip run`: where the headline numbers g
 
 # %%
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -63,6 +62,7 @@ from fgclip.reporting import write_results
 from fgclip.models import create_clip, load_image_batch
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
+from fgclip.toyworld.cache import toy_export
 from fgclip.toyworld.export import export_coco, load_toyworld_meta
 from fgclip.viz import center_density, plot_history, set_style, show_scenes
 
@@ -107,12 +107,15 @@ fig = center_density(biased, world.image_size)
 #
 # The held-out scenes are exported as COCO (instances and captions JSON, PNG images) and
 # read back with pycocotools. If `data_root` already holds a COCO split (real or toy),
-# nothing is exported and that split is read as it is.
+# nothing is exported and that split is read as it is; otherwise the export goes into a
+# subfolder of `data_root` named after the world, seed and size that made it, so a rerun
+# with another seed or size gets its own data.
 
 # %%
-root = Path(data_root)
-if not (root / "annotations" / f"instances_{split}.json").is_file():
-    export_coco(generate(world, n_images, seed=seed, split="test"), root, split, world, seed)
+root = toy_export(  # data_root itself when it holds a COCO split, else the toy export of these values
+    data_root, lambda r: (r / "annotations" / f"instances_{split}.json").is_file(),
+    lambda folder: export_coco(generate(world, n_images, seed=seed, split="test"), folder, split, world, seed),
+    world=world, seed=seed, n_images=n_images, split=split)
 records = read_coco_split(root, split)[:n_images]
 meta = load_toyworld_meta(root)
 image_paths = [str(r.image_path) for r in records]

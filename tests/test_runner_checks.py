@@ -86,3 +86,20 @@ def test_ranges_are_read_from_the_end_of_each_comment(tmp_path):
             _check_range(name, bad, ranges[name])
     with pytest.raises(ParameterError, match="unreadable range"):
         chapter_ranges(_notebook(tmp_path, "x = 1  # [sometimes]\n"))
+
+
+def test_a_rerun_with_another_seed_or_size_gets_other_data(tmp_path):
+    """The toy export is keyed by seed and size: no silent reuse of the first export."""
+    import json
+
+    data = tmp_path / "data"
+    data.mkdir()
+    outs = [run_chapter("ch0", {"data_root": str(data), "n_images": n, "seed": seed}, runs_dir=tmp_path / "runs")
+            for n, seed in ((12, 0), (12, 1), (16, 0))]
+    exports = sorted(p for p in data.iterdir() if p.name.startswith("toy-"))
+    assert len(exports) == 3
+    recorded = sorted((json.loads((p / "toy-export.json").read_text())["seed"],
+                       json.loads((p / "toy-export.json").read_text())["n_images"]) for p in exports)
+    assert recorded == [(0, 12), (0, 16), (1, 12)]
+    results = [json.loads((o / "results.json").read_text()) for o in outs]
+    assert [(r["seed"], r["n_images"]) for r in results] == [(0, 12), (1, 12), (0, 16)]

@@ -32,6 +32,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Fal
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; outputs are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -96,8 +96,12 @@ def test_foil_originals_are_marked_orig(exported):
     out, _ = exported
     anns = json.loads((out["foil"] / "foil_train.json").read_text())["annotations"]
     originals = [a for a in anns if not a["foil"]]
-    assert len(originals) == len(anns) // 2
+    foils = [a for a in anns if a["foil"]]
     assert {(a["target_word"], a["foil_word"]) for a in originals} == {("ORIG", "ORIG")}
+    # FOIL v1.0: one original per caption id, its foils share that id; foil_id is unique
+    assert len({a["id"] for a in originals}) == len(originals)
+    assert {a["id"] for a in foils} <= {a["id"] for a in originals}
+    assert len({a["foil_id"] for a in anns}) == len(anns)
 
 
 def test_voc_roundtrip_and_trainval(exported):

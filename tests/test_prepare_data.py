@@ -92,3 +92,26 @@ def test_voc2012_and_readable_names(tmp_path, scenes):
     names = {n for objs in objects for n, _ in objs}
     assert "pottedplant" in names and readable_class_name("pottedplant") == "potted plant"
     assert readable_class_name("dog") == "dog"
+
+
+def test_foil_v1_files_are_laid_out_with_a_seeded_val_split(tmp_path):
+    from fgclip.datasets import read_foil_split
+    from fgclip.datasets.prepare import prepare_foil
+    from fgclip.datasets.samples import build_real_layouts
+
+    layouts = build_real_layouts(tmp_path / "real", n_images=8)
+    coco, download = layouts["coco"], layouts["foil_download"]
+    counts = prepare_foil(download / "foilv1.0_train_2017.json", coco / "train2014", tmp_path / "foil",
+                          "train", val_fraction=0.5, seed=0)
+    assert counts == {"train": 2, "val": 2}
+    again = prepare_foil(download / "foilv1.0_train_2017.json", coco / "train2014", tmp_path / "foil2",
+                         "train", val_fraction=0.5, seed=0)
+    read = lambda root, s: sorted(p.image_id for p in read_foil_split(root, s).pairs)
+    assert read(tmp_path / "foil", "val") == read(tmp_path / "foil2", "val")  # seeded
+    assert not set(read(tmp_path / "foil", "val")) & set(read(tmp_path / "foil", "train"))
+    run = script("prepare_foil.py", "--foil", download / "foilv1.0_test_2017.json", "--coco-images",
+                 coco / "val2014", "--out", tmp_path / "foil", "--split", "test")
+    assert run.returncode == 0, run.stderr
+    assert "foil_test.json: 4 images, 4 (original, foil) pairs" in run.stdout
+    pair = read_foil_split(tmp_path / "foil", "test").pairs[0]
+    assert pair.image_path.is_file() and pair.original != pair.foiled

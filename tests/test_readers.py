@@ -219,14 +219,15 @@ def test_foil_fixture_pairs_and_positions():
                       check_images=False)
     got = [(p.foil_id, p.foil_annotation_id, p.original_annotation_id, p.word_index, p.foil_span,
             p.target_span, p.target_word, p.foil_word) for p in split.pairs]
-    assert got == [(100, 2, 1, 4, "motorcycle", "bike", "bike", "motorcycle"),
-                   (100, 3, 1, 4, "horse", "bike", "bike", "horse"),
-                   (101, 5, 4, 1, "teddy bear", "cat", "cat", "teddy bear")]
+    # (foil_id, foil entry, shared caption id, ...): grouped by the caption id, as real FOIL is
+    assert got == [(2000002, 2000002, 787980, 4, "motorcycle", "bike", "bike", "motorcycle"),
+                   (2000003, 2000003, 787980, 4, "horse", "bike", "bike", "horse"),
+                   (2000005, 2000005, 103427, 1, "teddy bear", "cat", "cat", "teddy bear")]
     p = split.pairs[0]
     assert p.original == "A man riding a bike down the street."
     assert p.foiled.split()[p.word_index] == "motorcycle" and p.foil_type is None
     assert p.image_path == FIX / "coco_images" / "COCO_val2014_000000057870.jpg"
-    assert split.originals_without_foil == [6]
+    assert split.originals_without_foil == [104560]
 
 
 def test_foil_position_spans():
@@ -241,10 +242,12 @@ def foil_copy(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("change, field, message", [
-    (lambda d: d["annotations"][4].update(foil_id=555), r"annotations\[4\]\.foil_id",
-     "foil id 555 has no original"),
-    (lambda d: d["annotations"].pop(0), r"annotations\[0\]\.foil_id",
-     "foil id 100 has no original"),
+    (lambda d: d["annotations"][4].update(id=555), r"annotations\[4\]\.id",
+     "has no original caption .* with its id 555"),
+    (lambda d: d["annotations"].pop(0), r"annotations\[0\]\.id",
+     "has no original caption .* with its id 787980"),
+    (lambda d: d["annotations"][2].update(foil_id=2000002), r"annotations\[2\]\.foil_id",
+     "foil_id 2000002 is used twice"),
     (lambda d: d["annotations"][4].update(caption="A cat sitting on a chair."),
      r"annotations\[4\]\.caption", "equals its original"),
     (lambda d: d["annotations"][4].update(image_id=57870), r"annotations\[4\]\.image_id",

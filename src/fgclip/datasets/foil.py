@@ -1,18 +1,19 @@
-"""FOIL-COCO reader: pairs each foil caption with its original by ``foil_id``.
+"""FOIL-COCO reader: pairs each foil caption with its original by the caption ``id``.
 
-A FOIL file is COCO-caption-like JSON: ``images`` (``id``, ``file_name``) and
+A FOIL v1.0 file is COCO-caption-like JSON: ``images`` (``id``, ``file_name``) and
 ``annotations`` with ``id``, ``image_id``, ``caption``, ``foil`` (bool), ``target_word``,
 ``foil_word`` and ``foil_id``; originals carry ``foil: false`` and the words ``"ORIG"``.
-A ``foil_id`` groups one original with one or more foiled captions. The optional
-``foil_type`` (toy-world exports) is passed through when present.
+An original and its foiled versions share the same ``id`` (the COCO caption id), while
+``foil_id`` is unique per entry: that is how the public FOIL loaders group them. The
+optional ``foil_type`` (toy-world exports) is passed through when present.
 
 The foil's position is not stored in FOIL, so it is derived by comparing the foiled
 caption word by word (whitespace tokens) with its original: the common prefix and suffix
 are stripped and what remains is the replaced span (one word, or several for a
-multi-word category such as "teddy bear"). Errors: a foil whose ``foil_id`` has no
-original, originals of one ``foil_id`` that disagree, a foil on a different image than
-its original, or a foil caption equal to its original. An original whose ``foil_id`` has
-no foil yields no pair and is listed in ``FoilSplit.originals_without_foil``.
+multi-word category such as "teddy bear"). Errors: a foil whose ``id`` has no original,
+originals of one ``id`` that disagree, a foil on a different image than its original, a
+foil caption equal to its original, or a ``foil_id`` used twice. An original whose ``id``
+has no foil yields no pair and is listed in ``FoilSplit.originals_without_foil``.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from .errors import DatasetFormatError
 
 @dataclass
 class FoilPair:
-    foil_id: int
+    foil_id: int  # the foil entry's own foil_id (unique per entry)
     image_id: int
     image_path: Path
     original: str
@@ -37,8 +38,8 @@ class FoilPair:
     word_index: int  # first replaced word, an index into foiled.split() (and original.split())
     foil_span: str  # the replaced words as they appear in the foiled caption
     target_span: str  # the words they replaced in the original
-    original_annotation_id: int
-    foil_annotation_id: int
+    original_annotation_id: int  # the caption id the original and its foils share
+    foil_annotation_id: int  # the foil entry's foil_id
     foil_type: str | None = None
 
 
@@ -81,12 +82,12 @@ def _annotations(data: dict, path: Path) -> list[dict]:
 def _original_of(group: list[dict], foil: dict, path: Path) -> dict:
     """The one original of a foil's group; its originals must agree on image and caption."""
     if not group:
-        raise DatasetFormatError(path, f"foil id {foil['foil_id']} has no original caption "
-                                 "(foil: false)", field=f"{foil['_where']}.foil_id")
+        raise DatasetFormatError(path, f"foil (foil_id {foil['foil_id']}) has no original caption "
+                                 f"(foil: false) with its id {foil['id']}", field=f"{foil['_where']}.id")
     first = group[0]
     for other in group[1:]:
         if (other["image_id"], other["caption"]) != (first["image_id"], first["caption"]):
-            raise DatasetFormatError(path, f"originals of foil id {foil['foil_id']} disagree",
+            raise DatasetFormatError(path, f"originals with caption id {foil['id']} disagree",
                                      field=f"{other['_where']}.caption")
     if first["image_id"] != foil["image_id"]:
         raise DatasetFormatError(path, f"foil is on image {foil['image_id']} but its original "
@@ -102,7 +103,7 @@ def _pair(orig: dict, foil: dict, image_path: Path, path: Path) -> FoilPair:
     a, b = orig["caption"].split(), foil["caption"].split()
     return FoilPair(foil["foil_id"], foil["image_id"], image_path, orig["caption"],
                     foil["caption"], foil["target_word"], foil["foil_word"], start,
-                    " ".join(b[start:end_b]), " ".join(a[start:end_a]), orig["id"], foil["id"],
+                    " ".join(b[start:end_b]), " ".join(a[start:end_a]), orig["id"], foil["foil_id"],
                     foil.get("foil_type"))
 
 
@@ -127,24 +128,31 @@ def read_foil(json_path: str | os.PathLike, image_dir: str | os.PathLike, *,
         if ann["image_id"] not in images:
             raise DatasetFormatError(path, f"image id {ann['image_id']} not in images",
                                      field=f"{ann['_where']}.image_id")
+    seen_foil_ids: dict[int, str] = {}
+    for ann in anns:
+        if ann["foil_id"] in seen_foil_ids:
+            raise DatasetFormatError(path, f"foil_id {ann['foil_id']} is used twice (first at "
+                                     f"{seen_foil_ids[ann['foil_id']]})", field=f"{ann['_where']}.foil_id")
+        seen_foil_ids[ann["foil_id"]] = ann["_where"]
     originals: dict[int, list[dict]] = {}
     for ann in anns:
         if not ann["foil"]:
-            originals.setdefault(ann["foil_id"], []).append(ann)
+            originals.setdefault(ann["id"], []).append(ann)
     foils = [a for a in anns if a["foil"]]
-    pairs = [_pair(_original_of(originals.get(f["foil_id"], []), f, path), f,
+    pairs = [_pair(_original_of(originals.get(f["id"], []), f, path), f,
                    images[f["image_id"]], path) for f in foils]
-    foiled_ids = {f["foil_id"] for f in foils}
-    lonely = [a["id"] for g in originals.values() for a in g if a["foil_id"] not in foiled_ids]
+    foiled_ids = {f["id"] for f in foils}
+    lonely = sorted({a["id"] for g in originals.values() for a in g if a["id"] not in foiled_ids})
     return FoilSplit(pairs, lonely)
 
 
 def read_foil_split(root: str | os.PathLike, split: str, *,
                     check_images: bool = True) -> FoilSplit:
-    """The toy-world layout: ``<root>/foil_<split>.json`` with images under ``<root>/<split>/``.
+    """The chapter layout: ``<root>/foil_<split>.json`` with images under ``<root>/<split>/``.
 
-    Real FOIL files (``foilv1.0_test_2017.json``) use COCO's images: call
-    :func:`read_foil` with the COCO image folder instead.
+    ``data_scripts/prepare_foil.py`` lays out an official FOIL file this way (its
+    ``<split>/`` a link to COCO's own image folder); :func:`read_foil` reads any file
+    with any image folder.
     """
     root = Path(root)
     return read_foil(root / f"foil_{split}.json", root / split, check_images=check_images)

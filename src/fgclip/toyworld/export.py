@@ -203,18 +203,22 @@ def export_flickr30k_entities(scenes: Sequence[Scene], root: str | os.PathLike,
 
 # ------------------------------------------------------------------------- FOIL-COCO
 def _foil_annotations(scenes: Sequence[Scene]) -> list[dict]:
-    """Per foil: its original (words "ORIG") and the foiled caption, sharing a foil_id."""
+    """FOIL v1.0 entries: each foiled caption's original once (words "ORIG"), then its
+    foils; an original and its foils share the caption ``id``, ``foil_id`` is unique."""
     anns: list[dict] = []
+    caption_ids: dict[tuple[int, int], int] = {}
     for scene in scenes:
         for foil in scene.foils:
-            foil_id = len(anns) // 2 + 1
-            original = scene.captions[foil.caption_index].text
-            versions = ((False, original, "ORIG", "ORIG"),
-                        (True, foil.text, foil.target_word, foil.foil_word))
-            for is_foil, text, target, word in versions:
-                anns.append({"id": len(anns) + 1, "image_id": scene.image_id, "caption": text,
-                             "foil": is_foil, "target_word": target, "foil_word": word,
-                             "foil_id": foil_id, "foil_type": foil.foil_type})
+            key = (scene.image_id, foil.caption_index)
+            if key not in caption_ids:
+                caption_ids[key] = len(caption_ids) + 1
+                anns.append({"id": caption_ids[key], "image_id": scene.image_id,
+                             "caption": scene.captions[foil.caption_index].text, "foil": False,
+                             "target_word": "ORIG", "foil_word": "ORIG", "foil_id": len(anns) + 1,
+                             "foil_type": foil.foil_type})
+            anns.append({"id": caption_ids[key], "image_id": scene.image_id, "caption": foil.text,
+                         "foil": True, "target_word": foil.target_word, "foil_word": foil.foil_word,
+                         "foil_id": len(anns) + 1, "foil_type": foil.foil_type})
     return anns
 
 

@@ -30,24 +30,33 @@
 # treat it as "the frozen CLIP", exactly where the papers use a pretrained one.
 
 # %% tags=["remove-cell"]
-# On Colab, install the project first; elsewhere this cell does nothing.
+# On Colab, install the project (a shallow clone, a regular install that keeps Colab's own
+# torch) and work in its notebooks folder, on every run; elsewhere this cell does nothing.
 import os
+import subprocess
 import sys
 
-if "google.colab" in sys.modules and not os.path.isdir("fgclip-book"):
-    os.system("git clone -q https://github.com/fgclip/fgclip-book && pip -q install -e fgclip-book")
-    os.chdir("fgclip-book/notebooks")
+if "google.colab" in sys.modules:
+    home = "/content/fgclip-book"
+    if not os.path.isdir(home):
+        subprocess.run(["git", "clone", "-q", "--depth", "1", "https://github.com/fgclip/fgclip-book", home],
+                       check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", home], check=True)
+    import importlib
+    importlib.invalidate_caches()  # the running interpreter sees the new package without a restart
+    os.environ["FGCLIP_HOME"] = home  # where the installed package finds checkpoints/ and notebooks/
+    os.chdir(f"{home}/notebooks")
 
 # %% tags=["parameters"]
-seed = 0  # every random choice below derives from it
-n_images = 1000  # held-out scenes for retrieval (the foundation issue asks for 1,000)
-model = "toy-vit"  # a toy config ("toy-vit", "toy-rn") or an open_clip name ("ViT-B-32")
-pretrained = "toy"  # "toy" = committed checkpoint, a checkpoint path, or e.g. "openai"
-data_root = "../data/ch0"  # where the toy world is exported, or a real COCO root
-split = "val2017"  # the split read from data_root
-epochs = 0  # > 0: pretrain a fresh toy CLIP here for that many epochs instead of loading one
-device = "cpu"
-results_path = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
+seed: int = 0  # every random choice below derives from it
+n_images: int = 1000  # held-out scenes for retrieval (the foundation issue asks for 1,000) [> 0]
+model: str = "toy-vit"  # a toy config ("toy-vit", "toy-rn") or an open_clip name ("ViT-B-32")
+pretrained: str = "toy"  # "toy": committed checkpoint, a checkpoint path, or e.g. "openai"
+data_root: str = "../data/ch0"  # where the toy world is exported, or a real COCO root
+split: str = "val2017"  # the split read from data_root
+epochs: int = 0  # > 0: pretrain a fresh toy CLIP here for that many epochs instead of loading one [at least 0]
+device: str = "cpu"
+results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
 # %%
 from dataclasses import replace

@@ -57,7 +57,7 @@ def test_merge_words_and_bpe_counts():
     encode = clip.tokenizer.encode
     text = "A photo depicts an antidisestablishmentarian teddy-bear."
     counts = word_token_counts(text, encode)
-    assert len(counts) == len(text.split()) and sum(counts) == len(encode(text))
+    assert len(counts) == len(text.split()) + 1 and sum(counts) == len(encode(text))  # "." split off
     assert counts[4] > 1 and counts[5] > 1  # long and hyphenated words are several BPE tokens
 
 
@@ -107,8 +107,8 @@ def test_rules_and_scores_by_hand():
     assert most_negative_word(w) == 2
     np.testing.assert_array_equal(threshold_words(w, -0.05), [True, False, True])
     np.testing.assert_allclose(clip_score([-0.2, 0.4]), [0.0, 1.0])
-    assert f_clip_score(0.5, w, -0.05) == pytest.approx(1.25 + 0.5 * (-0.4))
-    assert f_clip_score(0.5, w, -1.0) == pytest.approx(1.25)
+    assert f_clip_score(0.5, w, -0.05, "additive") == pytest.approx(1.25 + 0.5 * (-0.4))
+    assert f_clip_score(0.5, w, -1.0, "additive") == pytest.approx(1.25)
     z = normalize_per_caption(w)
     assert z.mean() == pytest.approx(0) and z.std() == pytest.approx(1)
     assert np.argmin(z) == np.argmin(w)

@@ -103,3 +103,27 @@ def test_a_rerun_with_another_seed_or_size_gets_other_data(tmp_path):
     assert recorded == [(0, 12), (0, 16), (1, 12)]
     results = [json.loads((o / "results.json").read_text()) for o in outs]
     assert [(r["seed"], r["n_images"]) for r in results] == [(0, 12), (1, 12), (0, 16)]
+
+
+CHAPTERS = sorted(p.stem.split("_")[0] for p in __import__("fgclip.runner").runner.NOTEBOOKS.glob("ch*_*.ipynb"))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_papermill_sees_every_parameter_with_its_type(chapter):
+    """Plain papermill (`papermill --help-notebook`) reads the same parameters as the runner."""
+    import nbformat
+    from papermill.inspection import _infer_parameters
+
+    from fgclip.runner import chapter_defaults, chapter_notebook, chapter_ranges
+
+    path = chapter_notebook(chapter)
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.setdefault("tags", [])
+    seen = {p.name: p for p in _infer_parameters(nb)}
+    defaults = chapter_defaults(path)
+    assert sorted(seen) == sorted(defaults), f"papermill misses {sorted(set(defaults) - set(seen))}"
+    untyped = [n for n, p in seen.items() if p.inferred_type_name in ("None", "")]
+    assert not untyped, f"{chapter}: parameters without a type annotation: {untyped}"
+    for name, rules in chapter_ranges(path).items():  # the defaults obey their own ranges
+        validate(chapter, {name: defaults[name]})

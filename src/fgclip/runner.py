@@ -62,10 +62,11 @@ def chapter_defaults(notebook: Path) -> dict[str, Any]:
 
 
 # A range declared at the end of a parameter's comment, read by the runner:
-#   [> 0]  [>= 0]  [0 to 1]  [non-empty]  [each > 0]  [each 0 to 1]  (joined by ';' inside one [...])
+#   [> 0]  [at least 1]  [0 to 1]  [non-empty]  [each > 0]  [each 0 to 1]  (joined by ';' in one [...])
+# (no '=' anywhere: papermill's parameter parser skips any line with a second '=')
 RANGE_RE = re.compile(r"\[([^\[\]]*)\]\s*$")
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_RULE = re.compile(rf"^(?P<each>each )?(?:(?P<op>>=|>) ?(?P<bound>{_NUM})|(?P<lo>{_NUM}) to (?P<hi>{_NUM}))$")
+_RULE = re.compile(rf"^(?P<each>each )?(?:(?P<op>>|at least) ?(?P<bound>{_NUM})|(?P<lo>{_NUM}) to (?P<hi>{_NUM}))$")
 
 
 def chapter_ranges(notebook: Path) -> dict[str, list[str]]:
@@ -101,7 +102,7 @@ def _check_range(name: str, value: Any, rules: list[str]) -> None:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ParameterError(f"parameter {name!r} expects numbers ({rule}), got {v!r}")
             if m["op"]:
-                ok = v > float(m["bound"]) if m["op"] == ">" else v >= float(m["bound"])
+                ok = v > float(m["bound"]) if m["op"] == ">" else v >= float(m["bound"])  # "at least"
             else:
                 ok = float(m["lo"]) <= v <= float(m["hi"])
             if not ok:

@@ -158,3 +158,85 @@ def threshold_transfer(src: tuple[Sequence[np.ndarray], Sequence[np.ndarray], Se
     eps_of = {t: tune_threshold(*subset(src, t)) for t in types}
     table = {t: {u: threshold_f1(*subset(dst, u), eps_of[t]) for u in types} for t in types}
     return table, eps_of
+
+
+# ------------------------------------------------ per-caption scores (units for verdicts)
+def span_labels(source: np.ndarray, start: int | None, length: int = 1) -> np.ndarray:
+    """1 for the candidate words inside the foil span, 0 elsewhere (all 0 for an original).
+
+    ``source[j]`` is the whitespace-word index of candidate word j; the foil replaced the
+    whitespace words start .. start + length - 1 (a multi-word foil is labelled whole).
+    """
+    source = np.asarray(source, dtype=int)
+    if start is None:
+        return np.zeros(source.shape, dtype=int)
+    if length < 1:
+        raise ValueError(f"span_labels: length must be >= 1, got {length}")
+    return ((source >= start) & (source < start + length)).astype(int)
+
+
+def most_negative(w: np.ndarray, rng: np.random.Generator) -> tuple[int, bool]:
+    """hat j = argmin_j w_j, ties broken uniformly at random with ``rng``; (index, tied?)."""
+    w = np.asarray(w, dtype=np.float64)
+    if w.size == 0:
+        raise ValueError("most_negative: caption without candidate words")
+    ties = np.flatnonzero(w == w.min())
+    return (int(ties[0]), False) if ties.size == 1 else (int(rng.choice(ties)), True)
+
+
+def caption_auc(w: np.ndarray, y: np.ndarray) -> float:
+    """Within-caption AUC: P(w_foil < w_other) + P(tie) / 2 over pairs of a foil-span word and
+    another word of the same caption; NaN when the caption has no foil or no other word."""
+    w, y = np.asarray(w, dtype=np.float64), np.asarray(y, dtype=bool)
+    pos, neg = w[y], w[~y]
+    if pos.size == 0 or neg.size == 0:
+        return float("nan")
+    less = (pos[:, None] < neg[None, :]).mean()
+    ties = (pos[:, None] == neg[None, :]).mean()
+    return float(less + ties / 2)
+
+
+def caption_f1(w: np.ndarray, y: np.ndarray, eps: float) -> float:
+    """Word F1 of mis(w_j) = [w_j < ε] within one caption: 2TP / (2TP + FP + FN);
+    1 when the caption has nothing to find and nothing is flagged."""
+    flag, y = np.asarray(w) < eps, np.asarray(y, dtype=bool)
+    tp, fp, fn = int((flag & y).sum()), int((flag & ~y).sum()), int((~flag & y).sum())
+    return 1.0 if tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+def ap_contributions(scores: Sequence[float], is_positive: Sequence[bool]) -> np.ndarray:
+    """Per-pair terms whose mean over positives is AP: for a positive i, the precision
+    P(s_i) = #{positives with s >= s_i} / #{pairs with s >= s_i}; NaN for negatives.
+
+    AP = sum_k (R_k - R_{k-1}) P_k (scikit-learn's step rule) equals mean_{i positive} P(s_i),
+    ties included, so these are the units a paired bootstrap resamples (ranking held fixed).
+    """
+    s, pos = np.asarray(scores, dtype=np.float64), np.asarray(is_positive, dtype=bool)
+    if s.shape != pos.shape or not pos.any():
+        raise ValueError(f"ap_contributions: scores {s.shape} and is_positive {pos.shape} must "
+                         "match and hold at least one positive")
+    order = np.sort(s)  # pairs with s >= t: n - searchsorted(left)
+    above = s.size - np.searchsorted(order, s, side="left")
+    pos_sorted = np.sort(s[pos])
+    pos_above = pos_sorted.size - np.searchsorted(pos_sorted, s, side="left")
+    return np.where(pos, pos_above / above, np.nan)
+
+
+def group_contrast(values: np.ndarray, in_a: np.ndarray, in_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two paired arms over all units whose means are the means of ``values`` in group A
+    and in group B: a_u = c + (v_u - c) [u in A] / p_A, b_u likewise with B (p: group
+    shares, c: the mean of v over A and B, which centres the terms and shrinks the variance).
+
+    mean_u(a_u - b_u) = mean_A v - mean_B v, so an unpaired group difference (e.g. LA in the
+    highest vs the lowest CLIPScore quartile) goes through the paired cluster bootstrap.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    a_mask, b_mask = np.asarray(in_a, dtype=bool), np.asarray(in_b, dtype=bool)
+    if not a_mask.any() or not b_mask.any():
+        raise ValueError("group_contrast: both groups need at least one unit")
+    if np.isnan(v[a_mask | b_mask]).any():
+        raise ValueError("group_contrast: values inside the groups must not be NaN")
+    c = float(v[a_mask | b_mask].mean())
+    a = c + np.where(a_mask, np.nan_to_num(v) - c, 0.0) / a_mask.mean()
+    b = c + np.where(b_mask, np.nan_to_num(v) - c, 0.0) / b_mask.mean()
+    return a, b

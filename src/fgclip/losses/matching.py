@@ -58,27 +58,39 @@ def set_loss(embeddings: torch.Tensor, text: torch.Tensor, targets: Sequence[tor
     if null_logit is not None:
         logits = torch.cat([logits, null_logit.reshape(1, 1, 1).expand(*logits.shape[:2], 1)], -1)
     logp = logits.log_softmax(-1)  # (B, N, V [+ 1])
-    terms, weights, n_matched = [], [], 0
+    cost_all = -logp.detach().cpu().double().numpy()  # one transfer for the whole batch
+    null_class = logp.shape[-1] - 1
+    bs, rs, cs, ws, n_matched = [], [], [], [], 0  # (image, slot, class, weight) of every term
     for b, y in enumerate(targets):
         if y is None:
             continue
-        unmatched = torch.ones(logp.shape[1], dtype=torch.bool)
+        unmatched = np.ones(logp.shape[1], dtype=bool)
         if y.numel():
             if int(y.max()) >= text.shape[0] or int(y.min()) < 0:
                 raise ValueError(f"targets[{b}] has a class outside 0..{text.shape[0] - 1}")
-            cand = -logp[b][:, y]  # (N, M) cost of giving target j to embedding i
-            rows, cols = hungarian_match(cand)
-            terms.append(cand[rows, cols])
-            weights.append(torch.ones(len(rows)))
+            yn = y.detach().cpu().numpy()
+            cost = cost_all[b][:, yn]  # (N, M) cost of giving target j to embedding i
+            if not np.isfinite(cost).all():
+                raise ValueError("cost has NaN or infinite entries")
+            rows, cols = linear_sum_assignment(cost)
+            bs += [b] * len(rows)
+            rs += rows.tolist()
+            cs += yn[cols].tolist()
+            ws += [1.0] * len(rows)
             unmatched[rows] = False
             n_matched += len(rows)
         if null_logit is not None and unmatched.any():
-            terms.append(-logp[b, unmatched, -1])
-            weights.append(torch.full((int(unmatched.sum()),), null_weight))
-    if not terms:
+            free = np.flatnonzero(unmatched).tolist()
+            bs += [b] * len(free)
+            rs += free
+            cs += [null_class] * len(free)
+            ws += [null_weight] * len(free)
+    if not bs:
         return logp.sum() * 0.0, 0
-    w = torch.cat(weights).to(logp.device)
-    return (torch.cat(terms) * w).sum() / w.sum(), n_matched
+    idx = torch.tensor([bs, rs, cs], device=logp.device)  # (3, terms)
+    terms = -logp[idx[0], idx[1], idx[2]]  # one gather, one backward
+    w = torch.tensor(ws, dtype=terms.dtype, device=logp.device)
+    return (terms * w).sum() / w.sum(), n_matched
 
 
 @torch.no_grad()

@@ -12,6 +12,16 @@ to the pooling's width C. Each t_i is pooled exactly as CLIP pools m, with W_q, 
 W_c and p frozen, so e_i = Pool(t_i) stays in CLIP's joint space; U starts at zero, so at
 initialisation every e_i equals CLIP's global embedding.
 
+Two options (``residual``, ``train_out``) select the setting:
+
+* ``residual=True`` (the "m-residual", our earlier design, not the paper's): t_i = m + U h_i.
+  ``residual=False`` (the paper's design): t_i = U h_i, the decoder's output alone replaces
+  the mean token, so nothing ties a slot to the global embedding.
+* ``train_out=True``: the pooling's output projection W_c (the "o" of the paper's v,o
+  ablation) is a trainable copy, so training can move embeddings away from the text
+  space, and forgetting of unlabelled categories becomes possible. ``False`` keeps the
+  whole pooling frozen (the frozen-backbone arm, where nothing can be forgotten).
+
 Deviation for a CPU: the paper's decoder works at width C; ours works at width d (a
 parameter, 128 on the toy) with linear maps C -> d for the memory and d -> C (U) for the
 output. Because the pooling's projections are linear and frozen,
@@ -22,6 +32,7 @@ map's keys and values are computed once (:func:`pool_memory`) and reused every e
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -73,13 +84,15 @@ def pool_memory(pool: AttentionPool2d, feature_map: torch.Tensor) -> PoolMemory:
 
 
 def attend(pool: AttentionPool2d, q: torch.Tensor, k_self: torch.Tensor, v_self: torch.Tensor,
-           k_map: torch.Tensor, v_map: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+           k_map: torch.Tensor, v_map: torch.Tensor, out_proj: nn.Module | None = None,
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-head attention of N query tokens over [itself, the map], then W_c.
 
     a_i = softmax_j( <q_i, k_j> / sqrt(d_head) ) over j in {self, 1..P} (per head);
     e_i = W_c concat_heads( sum_j a_ij v_j ).
     q, k_self, v_self: (B, N, C) projected; k_map, v_map: (B, P, C) projected.
-    Returns e (B, N, D) and the head-averaged attention a (B, N, 1 + P).
+    Returns e (B, N, D) and the head-averaged attention a (B, N, 1 + P). ``out_proj``
+    replaces W_c (a trainable copy); None uses the pooling's own.
     """
     b, n, c = q.shape
     heads = pool.num_heads
@@ -93,7 +106,7 @@ def attend(pool: AttentionPool2d, q: torch.Tensor, k_self: torch.Tensor, v_self:
     attn = logits.softmax(-1)
     out = attn[..., :1] * vs + attn[..., 1:] @ vm  # (B, H, N, dh)
     out = out.transpose(1, 2).reshape(b, n, c)  # (B, N, C)
-    return pool.c_proj(out), attn.mean(1)
+    return (pool.c_proj if out_proj is None else out_proj)(out), attn.mean(1)
 
 
 def frozen_attention_pool(pool: AttentionPool2d, feature_map: torch.Tensor,
@@ -113,10 +126,15 @@ def frozen_attention_pool(pool: AttentionPool2d, feature_map: torch.Tensor,
 
 
 class SumClipHead(nn.Module):
-    """N learnable queries -> decoder layers over the map -> N tokens t_i = m + U h_i -> frozen pool."""
+    """N learnable queries -> decoder layers over the map -> N tokens t_i = [m +] U h_i -> pool.
+
+    residual: t_i = m + U h_i (True) or U h_i (False, the paper's design); train_out: W_c is
+    a trainable copy (True) or CLIP's frozen one (False).
+    """
 
     def __init__(self, pool: AttentionPool2d, n_queries: int = 10, n_layers: int = 1,
-                 d_model: int = 128, n_heads: int = 4) -> None:
+                 d_model: int = 128, n_heads: int = 4, residual: bool = True,
+                 train_out: bool = False) -> None:
         super().__init__()
         _check_pool(pool)
         if n_queries < 1 or n_layers < 1:
@@ -132,6 +150,12 @@ class SumClipHead(nn.Module):
         self.decoder = nn.TransformerDecoder(layer, n_layers)
         self.up = nn.Linear(d_model, c, bias=False)  # U (C, d)
         nn.init.zeros_(self.up.weight)
+        self.residual = bool(residual)
+        self.out_proj = None
+        if train_out:  # a trainable copy of W_c; CLIP's own stays untouched
+            self.out_proj = copy.deepcopy(pool.c_proj)
+            for p in self.out_proj.parameters():
+                p.requires_grad_(True)
 
     @property
     def n_queries(self) -> int:
@@ -144,17 +168,23 @@ class SumClipHead(nn.Module):
         return self.decoder(tgt, memory)
 
     def tokens(self, mem: PoolMemory) -> torch.Tensor:
-        """t_i = m + U h_i without p_0: (B, N, C); feed to :func:`frozen_attention_pool`."""
+        """t_i = [m +] U h_i without p_0: (B, N, C); feed to :func:`frozen_attention_pool`."""
         pos0 = self.pool.positional_embedding[0]
-        return (mem.mean - pos0)[:, None] + self.up(self.refine(mem))
+        up = self.up(self.refine(mem))  # (B, N, C)
+        return (mem.mean - pos0)[:, None] + up if self.residual else up
 
     def forward(self, mem: PoolMemory) -> tuple[torch.Tensor, torch.Tensor]:
         """L2-normalised embeddings (B, N, D) and attention over [self, map] (B, N, 1 + P)."""
         delta = self.refine(mem)  # (B, N, d)
         wu = [proj.weight @ self.up.weight for proj in  # (C, d) each: W U
               (self.pool.q_proj, self.pool.k_proj, self.pool.v_proj)]
-        q = mem.q_mean[:, None] + delta @ wu[0].T  # (B, N, C)
-        k = mem.k_mean[:, None] + delta @ wu[1].T
-        v = mem.v_mean[:, None] + delta @ wu[2].T
-        emb, attn = attend(self.pool, q, k, v, mem.k_map, mem.v_map)
+        if self.residual:  # W (m + p_0), cached per image
+            base = (mem.q_mean[:, None], mem.k_mean[:, None], mem.v_mean[:, None])  # (B, 1, C)
+        else:  # W p_0, the same for every image
+            pos0 = self.pool.positional_embedding[0].to(delta.dtype)
+            base = tuple(proj(pos0) for proj in (self.pool.q_proj, self.pool.k_proj, self.pool.v_proj))
+        q = base[0] + delta @ wu[0].T  # (B, N, C)
+        k = base[1] + delta @ wu[1].T
+        v = base[2] + delta @ wu[2].T
+        emb, attn = attend(self.pool, q, k, v, mem.k_map, mem.v_map, self.out_proj)
         return F.normalize(emb, dim=-1), attn

@@ -120,15 +120,19 @@ def embed(head: SumClipHead, memory: PoolMemory, batch_size: int = 256,
     return torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
 
 
-def load_images(paths: Sequence[str | Path], size: int | None = None) -> np.ndarray:
+def load_images(paths: Sequence[str | Path], size: int | None = None, crop: bool = False) -> np.ndarray:
     """Images as uint8 (I, S, S, 3). size=None keeps square images of one size as they are
-    (the toy world); otherwise each is resized (shorter side to ``size``, bicubic) and
-    centre-cropped, as open_clip's eval transform does."""
+    (the toy world); otherwise each is resized to ``size`` x ``size`` (bicubic) without
+    cropping, so no labelled object is cut away (the aspect ratio is not kept), or, with
+    ``crop=True``, centre-cropped as open_clip's eval transform does (objects near the
+    edges may then be lost while their labels stay)."""
     out = []
     for path in paths:
         img = Image.open(path).convert("RGB")
-        if size is not None:
+        if size is not None and crop:
             img = ImageOps.fit(img, (size, size), Image.Resampling.BICUBIC)
+        elif size is not None:
+            img = img.resize((size, size), Image.Resampling.BICUBIC)
         elif img.width != img.height:
             raise ValueError(f"{path} is {img.width}x{img.height}; pass size= for non-square images")
         out.append(np.asarray(img))

@@ -1,0 +1,148 @@
+"""Chapter 3 protocol: folds, τ scaling, controls, AP conventions, head settings."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from open_clip.modified_resnet import AttentionPool2d
+
+from fgclip.methods.sumclip import SumClipHead, frozen_attention_pool, pool_memory
+from fgclip.metrics.object_retrieval import average_precision_at_k, per_category_ap
+from fgclip.train.for_folds import (acceptance, category_folds, choose_k, novel_matrix, score_rows,
+                                    shuffle_targets, vocabulary_scaled_tau)
+
+
+def test_folds_are_disjoint_cover_everything_and_follow_the_seed():
+    cats = [f"c{i}" for i in range(16)]
+    folds = category_folds(cats, 4, seed=0)
+    assert len(folds) == 4 and all(len(f) == 4 for f in folds)
+    assert sorted(c for f in folds for c in f) == sorted(cats)
+    assert category_folds(cats, 4, seed=0) == folds
+    assert category_folds(cats, 4, seed=1) != folds
+    with pytest.raises(ValueError, match="n_folds"):
+        category_folds(cats, 1, seed=0)
+
+
+def test_vocabulary_scaled_tau_keeps_the_multiple_of_one_over_v():
+    assert vocabulary_scaled_tau(5e-4, 21_843) == pytest.approx(5e-4)
+    tau = vocabulary_scaled_tau(5e-4, 138)
+    assert tau * 138 == pytest.approx(5e-4 * 21_843)
+    with pytest.raises(ValueError, match="vocab_size"):
+        vocabulary_scaled_tau(5e-4, 0)
+
+
+def test_shuffle_targets_keeps_the_label_sets_and_moves_them():
+    targets = [torch.tensor([i]) for i in range(20)]
+    shuffled = shuffle_targets(targets, seed=0)
+    assert sorted(int(t) for t in shuffled) == list(range(20))
+    assert any(int(a) != int(b) for a, b in zip(targets, shuffled))
+
+
+def test_acceptance_counts_names_per_image_and_precision():
+    scores = torch.tensor([[0.9, 0.05, 0.05], [0.2, 0.7, 0.1]])
+    truth = torch.tensor([[True, False, False], [False, False, True]])
+    a = acceptance(scores, truth, 0.15)
+    assert a["accepted/image"] == 1.5 and a["share of vocabulary"] == pytest.approx(0.5)
+    assert a["precision"] == pytest.approx(1 / 3)
+
+
+def test_ap_normalisations_hand_computed():
+    # 3 relevant images in total; the top 2 holds one hit at rank 2
+    scores = torch.tensor([[4.0, 3.0, 2.0, 1.0]])
+    relevant = torch.tensor([[False, True, True, True]])
+    hits = average_precision_at_k(scores, relevant, 2)
+    mink = average_precision_at_k(scores, relevant, 2, "min_k_r")
+    assert hits.item() == pytest.approx(0.5)  # (1/2) / 1 hit
+    assert mink.item() == pytest.approx(0.25)  # (1/2) / min(2, 3)
+    full = average_precision_at_k(scores, relevant, None)
+    assert average_precision_at_k(scores, relevant, None, "min_k_r").item() == pytest.approx(full.item())
+    with pytest.raises(ValueError, match="normalise"):
+        average_precision_at_k(scores, relevant, 2, "other")
+
+
+def test_min_k_r_is_monotone_where_hits_is_not():
+    relevant = torch.tensor([[True, True, True, False, False, False]])
+    one_hit = torch.tensor([[6.0, 1, 1, 5, 4, 3]])  # one hit at rank 1, the others below k
+    three_hits = torch.tensor([[6.0, 3, 2, 5, 1, 0]])  # hits at ranks 1, 3, 4
+    k = 4
+    assert average_precision_at_k(one_hit, relevant, k) > average_precision_at_k(three_hits, relevant, k)
+    assert average_precision_at_k(one_hit, relevant, k, "min_k_r") < \
+        average_precision_at_k(three_hits, relevant, k, "min_k_r")
+
+
+def test_per_category_ap_marks_empty_queries_nan():
+    text = torch.eye(3)
+    emb = torch.eye(3)[:, None]  # image i holds direction i
+    relevant = torch.tensor([[True, False, False], [False, True, False], [False, False, False]])
+    ap = per_category_ap(text, emb, relevant)
+    assert ap["AP"][:2].tolist() == [1.0, 1.0] and np.isnan(ap["AP"][2].item())
+
+
+def test_score_rows_and_novel_matrix():
+    text = torch.eye(2)
+    emb = torch.eye(2)[:, None]
+    relevant = torch.eye(2, dtype=torch.bool)
+    rows = []
+    for s in (0, 1):
+        rows += score_rows("A", 0, s, text, emb, relevant, ["x", "y"], novel=["x"])
+        rows += score_rows("A", 1, s, text, emb.flip(0), relevant, ["x", "y"], novel=["y"])
+    m = novel_matrix(pd.DataFrame(rows), "A", "AP", [0, 1], ["x", "y"])
+    assert m.shape == (2, 2)
+    assert m[:, 0].tolist() == [1.0, 1.0] and m[:, 1].tolist() == [0.5, 0.5]  # y ranked second in fold 1
+    with pytest.raises(ValueError, match="arm"):
+        novel_matrix(pd.DataFrame(rows), "B", "AP", [0, 1], ["x", "y"])
+
+
+def test_choose_k_prefers_the_better_and_smaller_k():
+    torch.manual_seed(0)
+    dense = torch.randn(6, 8, 2, 2)
+    pooled = torch.nn.functional.normalize(torch.randn(6, 8), dim=-1)
+    text = torch.nn.functional.normalize(torch.randn(2, 8), dim=-1)
+    relevant = torch.tensor([[True, False, True, False, False, False], [False, True, False, False, True, False]])
+    k, table = choose_k(dense, pooled, text, relevant, [1, 2, 4], seed=0)
+    assert set(table) == {1, 2, 4} and table[k] == max(table.values())
+    assert k == min(c for c in table if table[c] == table[k])
+
+
+def _pool():
+    torch.manual_seed(0)
+    return AttentionPool2d(spacial_dim=3, embed_dim=32, num_heads=4, output_dim=16).eval()
+
+
+def test_head_without_residual_pools_its_own_tokens():
+    pool = _pool()
+    head = SumClipHead(pool, n_queries=3, d_model=16, n_heads=2, residual=False)
+    torch.nn.init.normal_(head.up.weight, std=0.1)
+    fmap = torch.randn(2, 32, 3, 3)
+    mem = pool_memory(pool, fmap)
+    emb, _ = head(mem)
+    ref, _ = frozen_attention_pool(pool, fmap, head.tokens(mem))
+    torch.testing.assert_close(emb, torch.nn.functional.normalize(ref, dim=-1), rtol=1e-4, atol=1e-5)
+
+
+def test_trainable_output_projection_is_a_copy():
+    pool = _pool()
+    before = pool.c_proj.weight.clone()
+    head = SumClipHead(pool, n_queries=2, d_model=16, n_heads=2, train_out=True)
+    emb, _ = head(pool_memory(pool, torch.randn(2, 32, 3, 3)))
+    emb.sum().backward()
+    assert head.out_proj.weight.grad is not None and pool.c_proj.weight.grad is None
+    with torch.no_grad():
+        head.out_proj.weight.add_(1.0)
+    torch.testing.assert_close(pool.c_proj.weight, before)
+
+
+def test_teacher_arms_oracle_removes_only_wrong_labels_and_fixed_is_optional():
+    from fgclip.train.for_folds import teacher_arms
+    scores = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3]])
+    truth = torch.tensor([[True, False, False], [False, False, True]])
+    keep = torch.tensor([True, True, False])
+    text = torch.eye(3)
+    taus = {"held-out": 0.25, "held-out, names removed": 0.25, "scaled": 0.4}
+    arms = teacher_arms(scores, scores[:, keep], truth, taus, text, keep, seed=0)
+    assert "FOR, fixed τ (paper)" not in arms
+    assert [t.tolist() for t in arms["FOR"][0]] == [[0, 1], [1, 2]]
+    assert [t.tolist() for t in arms["FOR, wrong labels removed (oracle)"][0]] == [[0], [2]]
+    assert [t.tolist() for t in arms["planted teacher (correct labels)"][0]] == [[0], [2]]
+    assert arms["FOR, novel names removed"][1].shape == (2, 3)
+    assert "FOR, fixed τ (paper)" in teacher_arms(scores, scores[:, keep], truth, {**taus, "fixed": 0.01},
+                                                  text, keep, seed=0)

@@ -1,5 +1,6 @@
 """Prompts through the frozen text encoder, semantic decoupling shapes, and which
 parameters train."""
+import numpy as np
 import pytest
 import torch
 
@@ -118,8 +119,9 @@ def test_fit_learns_separable_labels_and_predict_shapes():
     history = fit(head, torch.zeros(120, 1, 1, 1), pooled, targets.numpy(),
                   FitConfig(epochs=30, batch_size=32, lr=0.05, seed=0))
     assert history[-1] < history[0]
-    scores, att = predict(head, torch.zeros(120, 1, 1, 1), pooled)
-    assert scores.shape == (120, 3) and att is None
+    scores, log_p, att = predict(head, torch.zeros(120, 1, 1, 1), pooled)
+    assert scores.shape == log_p.shape == (120, 3) and att is None
+    np.testing.assert_allclose(log_p, torch.nn.functional.logsigmoid(torch.as_tensor(scores)).numpy())
     assert mean_average_precision(scores, labels.numpy()) > 0.95
     with pytest.raises(ValueError, match="same number"):
         fit(head, torch.zeros(3, 1, 1, 1), pooled, targets.numpy(), FitConfig())

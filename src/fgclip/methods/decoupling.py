@@ -9,12 +9,14 @@ Semantic decoupling: for a feature map f (B, D, h, w) and word vectors x_c (C, d
 Scoring: s_c = cos(f^v_c, f^t_c) / τ with f^t_c the category's text feature, and
 p_c = exp(s_c) / Σ_{c'} exp(s_{c'}) (the paper's Eq. 9, softmax over categories) or
 p_c = σ(s_c) (per-category sigmoid, the falsification's replacement) or p_c = σ(s_c + β)
-with one learnable offset β initialised at -1/τ (a control: the softmax ignores an offset
-shared by all categories, a bias-free sigmoid cannot absorb one; the start puts the
-threshold at cos = 1, so every probability begins small), or p_c = σ(t cos(f^v_c, f^t_c) + β)
-with a learnable scale t and offset β started at SigLIP's t = 10, β = -10 (a second
-control: with CLIP's frozen 1/τ near 100 a sigmoid saturates, which the softmax, being
-shift-invariant, does not feel; this sigmoid picks its own temperature).
+with one learnable offset β (a control: the softmax ignores an offset shared by all
+categories, a bias-free sigmoid cannot absorb one), or p_c = σ(t cos(f^v_c, f^t_c) + β)
+with a learnable scale t (started at SigLIP's t = 10) and offset β (a second control: with
+CLIP's frozen 1/τ near 100 a sigmoid saturates, which the shift-invariant softmax does not
+feel; this sigmoid picks its own temperature). β starts at -1/τ (bias) or -10 (affine);
+:meth:`MultiLabelCLIPHead.calibrate` moves it to -mean(s) on the training features, and
+``fgclip.train.decoupling.fit`` trains these scalars with their own learning rate, so the
+controls can actually reach a calibrated threshold within a short budget.
 """
 from __future__ import annotations
 
@@ -80,6 +82,16 @@ def score_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
     raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
 
 
+def score_log_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
+    """log p, (B, C): log_softmax_c(s) (Eq. 9) or log σ(s); the paper's prediction, ranked
+    in log space so that tiny softmax probabilities do not underflow into ties."""
+    if scoring == "softmax":
+        return F.log_softmax(s, dim=-1)
+    if scoring in SCORINGS:
+        return F.logsigmoid(s)
+    raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+
+
 @dataclass
 class HeadOutput:
     scores: torch.Tensor  # (B, C) s_c, the ranking score used for mAP
@@ -131,9 +143,27 @@ class MultiLabelCLIPHead(nn.Module):
             s = s + self.offset  # s_c + β
         return HeadOutput(s, score_probabilities(s, self.scoring), attention)
 
+    def scalar_parameters(self) -> list[nn.Parameter]:
+        """The calibration scalars β (and log t) of the sigmoid controls; [] otherwise."""
+        return [p for p in (self.offset, self.log_scale) if p is not None]
+
+    @torch.no_grad()
+    def calibrate(self, dense: torch.Tensor, pooled: torch.Tensor) -> float:
+        """Set β = -mean_{i,c}(s_ic - β) on these (training) features: the threshold starts
+        at the average score, not at an arbitrary constant. Returns β; no-op without β."""
+        if self.offset is None:
+            return float("nan")
+        self.offset.zero_()
+        s = torch.cat([self(dense[i:i + 256], pooled[i:i + 256]).scores
+                       for i in range(0, len(dense), 256)])  # (N, C) without β
+        self.offset.fill_(-float(s.float().mean()))
+        return float(self.offset)
+
 
 class LinearProbe(nn.Module):
     """p_c = σ(w_c^T f + b_c) on the global feature f (the linear-probe baseline)."""
+
+    scoring = "sigmoid"
 
     def __init__(self, dim: int, n_classes: int) -> None:
         super().__init__()
@@ -160,12 +190,24 @@ def clip_word_vectors(clip_model: nn.Module, tokenizer, class_names: list[str]) 
     return F.normalize(x.float(), dim=-1)
 
 
+# Pascal VOC's raw class names are run together; GloVe has the separate words.
+GLOVE_NAMES = {"diningtable": "dining table", "pottedplant": "potted plant",
+               "tvmonitor": "tv monitor", "aeroplane": "airplane"}
+
+
+def glove_words(name: str) -> list[str]:
+    """The GloVe words of a class name: lower case, '_'/'-' as spaces, VOC names split."""
+    name = name.lower().replace("_", " ").replace("-", " ").strip()
+    return GLOVE_NAMES.get(name, name).split()
+
+
 def load_glove(path: str, class_names: list[str]) -> torch.Tensor:
     """x_c from a GloVe text file (``word v_1 ... v_d`` per line), (C, d), L2-normalised.
 
-    A multi-word name averages its words' vectors; a word missing from the file is an error.
+    A multi-word name averages its words' vectors (names normalised by :func:`glove_words`,
+    so VOC's "diningtable" reads "dining table"); a word missing from the file is an error.
     """
-    needed = {w for name in class_names for w in name.lower().split()}
+    needed = {w for name in class_names for w in glove_words(name)}
     table: dict[str, torch.Tensor] = {}
     with open(path, encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
@@ -181,6 +223,6 @@ def load_glove(path: str, class_names: list[str]) -> torch.Tensor:
     dims = {v.numel() for v in table.values()}
     if len(dims) != 1:
         raise ValueError(f"{path}: vectors of different lengths {sorted(dims)}")
-    x = torch.stack([torch.stack([table[w] for w in n.lower().split()]).mean(0)
+    x = torch.stack([torch.stack([table[w] for w in glove_words(n)]).mean(0)
                      for n in class_names])
     return F.normalize(x, dim=-1)

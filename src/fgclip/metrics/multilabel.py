@@ -35,3 +35,21 @@ def mean_average_precision(scores, targets) -> float:
     if len(empty):
         raise ValueError(f"categories {empty.tolist()} have no positive label: AP undefined")
     return float(per_class_ap(scores, targets).mean())
+
+
+def known_map(scores, targets) -> float:
+    """Macro mAP over the categories with at least one known positive (targets -1 ignored);
+    for validation splits whose partial labels leave some category without a positive."""
+    s, t = _as_tensors(scores, targets)
+    has_pos = ((t == 1).sum(0) > 0).numpy()  # (C,)
+    if not has_pos.any():
+        raise ValueError("no category has a known positive: mAP undefined")
+    if has_pos.sum() >= 2:  # AP is per column: score only those (no "no positive" warnings)
+        return float(per_class_ap(s[:, has_pos], t[:, has_pos]).mean())
+    # one scorable column: torchmetrics' multilabel AP needs two, and the other columns may be
+    # entirely unknown, so take the binary AP of that column's known entries (same definition)
+    from sklearn.metrics import average_precision_score
+
+    c = int(np.flatnonzero(has_pos)[0])
+    known = t[:, c] != UNKNOWN
+    return float(average_precision_score(t[known, c].numpy(), s[known, c].numpy()))

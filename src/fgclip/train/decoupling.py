@@ -24,15 +24,23 @@ class FitConfig:
     seed: int = 0
     device: str = "cpu"
     precision: str = "fp32"  # "bf16": forward and loss under bf16 autocast (fgclip.precision)
+    scalar_lr: float = 0.1  # own AdamW lr (no weight decay) of the calibration scalars β, log t
+    calibrate: bool = True  # start β at -mean(s) on the training features (head.calibrate)
+    patience: int = 0  # fit_early_stopping: stop after this many epochs without a new best (0: never)
 
 
-def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
-        cfg: FitConfig) -> list[float]:
-    """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C).
+@dataclass
+class FitResult:
+    """What :func:`fit_early_stopping` did: losses and validation mAP per epoch, the best epoch."""
 
-    AdamW on the head's trainable parameters only; batches drawn with a generator seeded
-    by cfg.seed. Returns the mean loss of each epoch.
-    """
+    loss: list[float]
+    val_map: list[float]
+    best_epoch: int  # 1-based; the head holds the parameters of this epoch
+
+
+def _epochs(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
+            cfg: FitConfig):
+    """Train with P-ASL; yield the mean loss after each epoch (see :func:`fit`)."""
     if len(dense) != len(targets) or len(pooled) != len(targets):
         raise ValueError(f"dense ({len(dense)}), pooled ({len(pooled)}) and targets "
                          f"({len(targets)}) must have the same number of images")
@@ -41,12 +49,18 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
         raise ValueError("the head has no trainable parameters")
     device = torch.device(cfg.device)
     check_precision(cfg.precision)  # before any work
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    scalars = list(head.scalar_parameters()) if hasattr(head, "scalar_parameters") else []
+    if scalars and cfg.calibrate:
+        head.calibrate(dense.to(device), pooled.to(device))
+    ids = {id(p) for p in scalars}
+    groups = [{"params": [p for p in params if id(p) not in ids]}]
+    if scalars:
+        groups.append({"params": scalars, "lr": cfg.scalar_lr, "weight_decay": 0.0})
+    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     y = torch.as_tensor(targets, dtype=torch.long)
     g = torch.Generator().manual_seed(cfg.seed)
-    head.train()
-    history = []
     for _ in progress(range(cfg.epochs), desc="epochs", leave=False):
+        head.train()
         order, total = torch.randperm(len(y), generator=g), torch.zeros((), device=device)
         for start in range(0, len(y), cfg.batch_size):
             idx = order[start:start + cfg.batch_size]
@@ -58,15 +72,50 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
             loss.backward()
             opt.step()
             total += loss.detach().float() * len(idx)
-        history.append(total.item() / len(y))  # one host sync per epoch
-    head.eval()
-    return history
+        head.eval()
+        yield total.item() / len(y)  # one host sync per epoch
+
+
+def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
+        cfg: FitConfig) -> list[float]:
+    """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C).
+
+    AdamW on the head's trainable parameters (lr ``cfg.lr``; the calibration scalars of a
+    sigmoid control at ``cfg.scalar_lr``, started at -mean(s) when ``cfg.calibrate``);
+    batches drawn with a generator seeded by cfg.seed. Returns the mean loss of each epoch.
+    """
+    return list(_epochs(head, dense, pooled, targets, cfg))
+
+
+def fit_early_stopping(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor,
+                       targets: np.ndarray, cfg: FitConfig, val_dense: torch.Tensor,
+                       val_pooled: torch.Tensor, val_targets: np.ndarray) -> FitResult:
+    """:func:`fit` for up to cfg.epochs, scoring validation mAP (on log p, known validation
+    entries only) after every epoch, stopping early after ``cfg.patience`` epochs without
+    a new best (when > 0); the head ends with its best epoch's parameters."""
+    from ..metrics.multilabel import known_map
+
+    losses, maps, best, best_state = [], [], -1.0, None
+    for loss in _epochs(head, dense, pooled, targets, cfg):
+        losses.append(loss)
+        _, log_p, _ = predict(head, val_dense, val_pooled, device=cfg.device)
+        maps.append(known_map(log_p, val_targets))
+        if maps[-1] > best:
+            best = maps[-1]
+            best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
+        elif cfg.patience and len(maps) - 1 - int(np.argmax(maps)) >= cfg.patience:
+            break
+    head.load_state_dict(best_state)
+    return FitResult(losses, maps, int(np.argmax(maps)) + 1)
 
 
 @torch.no_grad()
 def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_size: int = 256,
-            device: str = "cpu") -> tuple[np.ndarray, np.ndarray | None]:
-    """Scores s (N, C) and, for a decoupling head, the attention maps (N, C, h, w)."""
+            device: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Scores s (N, C), the paper's prediction log p (N, C) (log-softmax or log-sigmoid of s
+    by the head's scoring) and, for a decoupling head, attention maps (N, C, h, w)."""
+    from ..methods.decoupling import score_log_probabilities
+
     head.eval()
     scores, maps = [], []
     for start in range(0, len(dense), batch_size):
@@ -75,7 +124,9 @@ def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_si
         scores.append(out.scores.float().cpu())
         if out.attention is not None:
             maps.append(out.attention.float().cpu())
-    return torch.cat(scores).numpy(), (torch.cat(maps).numpy() if maps else None)
+    s = torch.cat(scores)
+    log_p = score_log_probabilities(s, getattr(head, "scoring", "sigmoid"))
+    return s.numpy(), log_p.numpy(), (torch.cat(maps).numpy() if maps else None)
 
 
 VARIANTS = ("zero-shot", "linear probe", "prompts only", "decoupling only", "full")
@@ -115,17 +166,18 @@ def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[
 
 
 @torch.no_grad()
-def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "cpu"
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through the
-    model's own open_clip eval transform (so real images of any size work too)."""
+def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "cpu",
+                       transform=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through
+    ``transform`` (default: the model's own open_clip eval transform)."""
+    transform = transform or clip.preprocess
     from PIL import Image
 
     from ..models.dense import encode_image_dense
 
     dense, pooled = [], []
     for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):
-        batch = torch.stack([clip.preprocess(Image.open(p).convert("RGB"))
+        batch = torch.stack([transform(Image.open(p).convert("RGB"))
                              for p in paths[start:start + batch_size]]).to(device)
         out = encode_image_dense(clip.model, batch)
         dense.append(out.dense.float().cpu())

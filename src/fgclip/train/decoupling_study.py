@@ -1,0 +1,437 @@
+"""Chapter 4's experimental protocol around the decoupling head: validation split, learning
+rates chosen on it, seeded runs, a logistic-regression baseline, and planted worlds for the
+softmax-vs-sigmoid controls. The notebook calls these; the algebra lives elsewhere
+(``fgclip.methods.decoupling``, ``fgclip.losses.asymmetric``).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from ..losses.asymmetric import UNKNOWN
+from ..metrics.multilabel import per_class_ap
+from ..partial_labels import known_masks, partial_targets
+from .decoupling import FitConfig, fit_early_stopping, predict
+
+
+def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split of n training images into (fit indices, validation indices)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"val_fraction must lie in (0, 1), got {fraction}")
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = max(1, int(round(fraction * n)))
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def known_positive_table(labels: np.ndarray, masks: dict[int, dict[float, np.ndarray]],
+                         class_names: list[str]) -> pd.DataFrame:
+    """Known positives per category (rows) at each proportion (columns), min-max over seeds.
+
+    labels (N, C) 0/1; masks[seed][ρ] (N, C) boolean.
+    """
+    out = {}
+    for rho in next(iter(masks.values())):
+        counts = np.stack([((labels == 1) & m[rho]).sum(0) for m in masks.values()])  # (S, C)
+        out[f"{rho:.0%} known"] = [f"{lo}" if lo == hi else f"{lo}-{hi}"
+                                   for lo, hi in zip(counts.min(0), counts.max(0))]
+    return pd.DataFrame(out, index=class_names)
+
+
+def logistic_scores(train_x: np.ndarray, targets: np.ndarray, test_x: np.ndarray,
+                    c_reg: float = 1.0) -> np.ndarray:
+    """One scikit-learn logistic regression per category on the L2-normalised global feature,
+    fitted on that category's known entries only; decision values s (N_test, C).
+
+    A category whose known entries hold a single class gets a constant score.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    xa, xb = norm(np.asarray(train_x, dtype=np.float64)), norm(np.asarray(test_x, dtype=np.float64))
+    out = np.zeros((len(xb), targets.shape[1]))
+    for c in range(targets.shape[1]):
+        known = targets[:, c] != UNKNOWN
+        y = targets[known, c]
+        if len(np.unique(y)) < 2:
+            continue
+        out[:, c] = LogisticRegression(C=c_reg, max_iter=500).fit(xa[known], y).decision_function(xb)
+    return out
+
+
+def choose(candidates: list, score: Callable[[object], float]) -> tuple[object, dict]:
+    """The candidate with the highest ``score`` (ties: the first); returns it and all scores."""
+    if not candidates:
+        raise ValueError("choose: no candidates")
+    scores = {c: score(c) for c in candidates}
+    return max(scores, key=scores.get), scores
+
+
+# --- planted worlds for the softmax-vs-sigmoid controls --------------------------------
+
+WORLDS = ("paired", "independent", "single", "null")
+
+
+def planted_world(kind: str, n: int, n_classes: int = 16, dim: int = 32, noise: float = 0.6,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Features x (n, dim) and labels y (n, C) of a planted multi-label world.
+
+    x_i = sum_c y_ic mu_c / sqrt(k_i) + noise * eps_i / sqrt(dim), mu_c fixed random unit
+    prototypes (seeded by ``seed``, the same for every call with that seed), k_i = sum_c y_ic.
+
+    * ``"paired"``: categories come in fixed pairs (2j, 2j+1) that always co-occur, and an
+      image holds either 1 pair or 4 pairs (probability 1/2 each), so the number of
+      categories present varies between 2 and 8 and a category is present mostly in
+      crowded images. A softmax over categories shares its mass among the present ones,
+      so it must rank a category lower on crowded images: coupling must change mAP.
+    * ``"independent"``: each image holds 2 categories drawn uniformly without replacement
+      (the number present never varies).
+    * ``"single"``: each image holds exactly one category, drawn uniformly: no category
+      co-occurs with another, so a shared denominator has no second positive to take mass
+      from, but it can explain a category away when another one scores higher.
+    * ``"null"``: independent categories (each present with probability 2/C, at least one
+      per image) and features that carry no label information (x_i is noise only): every
+      ranking is chance, so no scoring rule can beat another.
+    """
+    if kind not in WORLDS:
+        raise ValueError(f"kind must be one of {WORLDS}, got {kind!r}")
+    if n_classes % 2 or n_classes < 8:
+        raise ValueError(f"n_classes must be even and >= 8, got {n_classes}")
+    proto_rng = np.random.default_rng(seed)
+    mu = proto_rng.standard_normal((n_classes, dim))
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)  # (C, dim)
+    rng = np.random.default_rng([seed, n, WORLDS.index(kind)])
+    y = np.zeros((n, n_classes), dtype=np.int64)
+    for i in range(n):
+        if kind == "paired":
+            pairs = rng.choice(n_classes // 2, size=1 if rng.random() < 0.5 else 4, replace=False)
+            y[i, np.concatenate([2 * pairs, 2 * pairs + 1])] = 1
+        elif kind == "null":
+            y[i] = rng.random(n_classes) < 2 / n_classes
+            if not y[i].any():
+                y[i, rng.integers(n_classes)] = 1
+        else:
+            y[i, rng.choice(n_classes, size=2 if kind == "independent" else 1, replace=False)] = 1
+    x = (y @ mu) / np.sqrt(y.sum(1, keepdims=True)) * (kind != "null")
+    x += noise * rng.standard_normal((n, dim)) / np.sqrt(dim)
+    return x.astype(np.float32), y
+
+
+class FreeText(nn.Module):
+    """Learnable category vectors f^t (C, D), a stand-in for the prompts in planted worlds."""
+
+    def __init__(self, n_classes: int, dim: int, seed: int) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.weight = nn.Parameter(torch.randn(n_classes, dim, generator=g) * 0.1)
+
+    def forward(self) -> torch.Tensor:
+        return self.weight  # (C, D)
+
+
+def planted_control(kind: str, scorings: tuple[str, str], seeds: list[int], tau: float,
+                    cfg: FitConfig, lr_candidates: list[float], proportion: float = 0.5,
+                    n_train: int = 800, n_val: int = 200, n_test: int = 500, world_seed: int = 0,
+                    noise: float = 0.6) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Train the same cosine head under each scoring rule on a planted world, each rule with
+    its own learning rate chosen on the planted validation split (first seed), every run
+    early-stopped there. Returns per-category test AP on log p, {scoring: (n_seeds, C)},
+    and the chosen learning rates. Masks, initialisation and batches follow each seed; the
+    world (prototypes and images) follows ``world_seed``."""
+    from ..methods.decoupling import MultiLabelCLIPHead
+
+    x, y = planted_world(kind, n_train + n_val + n_test, noise=noise, seed=world_seed)
+    xt = torch.as_tensor(x)
+    dense = torch.zeros(len(x), 1, 1, 1)  # unused: the head scores the global feature
+    tr, va, te = (slice(0, n_train), slice(n_train, n_train + n_val),
+                  slice(n_train + n_val, None))
+
+    def run(scoring: str, sd: int, lr: float):
+        known = known_masks(y[:n_train + n_val].shape, [proportion], sd)[proportion]
+        targets = partial_targets(y[:n_train + n_val], known)
+        torch.manual_seed(sd)
+        head = MultiLabelCLIPHead(None, None, FreeText(y.shape[1], x.shape[1], sd), None, tau,
+                                  scoring)
+        res = fit_early_stopping(head, dense[tr], xt[tr], targets[tr], FitConfig(
+            **{**cfg.__dict__, "seed": sd, "lr": lr}), dense[va], xt[va], targets[n_train:])
+        return per_class_ap(predict(head, dense[te], xt[te])[1], y[te]), max(res.val_map)
+
+    out, chosen = {}, {}
+    for scoring in scorings:
+        first = {lr: run(scoring, seeds[0], lr) for lr in lr_candidates}
+        chosen[scoring] = max(lr_candidates, key=lambda lr: first[lr][1])
+        out[scoring] = np.stack([first[chosen[scoring]][0]] + [
+            run(scoring, sd, chosen[scoring])[0] for sd in seeds[1:]])
+    return out, chosen
+
+
+# --- the chapter's seeded sweep over variants --------------------------------------------
+
+# display name -> (make_head variant, scoring rule)
+TRAINED = {"linear probe": ("linear probe", "sigmoid"),
+           "prompts only": ("prompts only", "softmax"),
+           "decoupling only": ("decoupling only", "softmax"),
+           "full (paper, softmax)": ("full", "softmax"),
+           "full, sigmoid+bias": ("full", "sigmoid+bias"),
+           "full, sigmoid+affine": ("full", "sigmoid+affine")}
+
+
+class Trainer:
+    """Trains one named variant (:data:`TRAINED`) on the fit split with early stopping on the
+    validation split; the frozen CLIP, its cached features and the base FitConfig are fixed.
+
+    make: ``lambda variant, scoring, seed: nn.Module`` (a bound ``make_head``);
+    fit_feats / val_feats / test_feats: (dense (N, D, h, w), pooled (N, D)).
+    """
+
+    def __init__(self, make: Callable, fit_feats, val_feats, test_feats, cfg: FitConfig) -> None:
+        self.make, self.fit_feats, self.val_feats, self.test_feats = make, fit_feats, val_feats, test_feats
+        self.cfg = cfg
+
+    def train(self, name: str, fit_targets: np.ndarray, val_targets: np.ndarray, lr: float,
+              seed: int):
+        """(head, FitResult) for variant ``name`` at learning rate lr and training seed."""
+        variant, scoring = TRAINED[name]
+        head = self.make(variant, scoring, seed)
+        cfg = FitConfig(**{**self.cfg.__dict__, "lr": lr, "seed": seed})
+        result = fit_early_stopping(head, *self.fit_feats, fit_targets, cfg, *self.val_feats,
+                                    val_targets)
+        return head, result
+
+    def test(self, head: nn.Module):
+        """(scores s, log p, attention) of ``head`` on the test features."""
+        return predict(head, *self.test_feats, device=self.cfg.device)
+
+
+# --- frozen features: square resize, one cache file per (model, data, split, transform) ----
+
+def square_transform(preprocess):
+    """open_clip's eval transform with Resize(short side) + CenterCrop(S) replaced by one
+    Resize((S, S)): the whole image, stretched to a square, as HCP-MLR-PL and DualCoOp do.
+    The feature grid then covers the full image, which is what pointing and overlays assume."""
+    from torchvision import transforms as T
+
+    steps = list(preprocess.transforms)
+    crops = [t for t in steps if isinstance(t, T.CenterCrop)]
+    resizes = [t for t in steps if isinstance(t, T.Resize)]
+    if len(crops) != 1 or len(resizes) != 1:
+        raise ValueError(f"expected one Resize and one CenterCrop in {preprocess}")
+    size = tuple(crops[0].size) if not isinstance(crops[0].size, int) else (crops[0].size,) * 2
+    square = T.Resize(size, interpolation=resizes[0].interpolation, antialias=True)
+    return T.Compose([square if t is resizes[0] else t for t in steps if t is not crops[0]])
+
+
+def feature_cache_path(cache_dir, model: str, pretrained: str, data_root, data_format: str,
+                       split: str, transform) -> "Path":
+    """A cache file named by everything the features depend on: model, weights, the data
+    root (resolved), format, split and the image transform (hashed)."""
+    import hashlib
+    from pathlib import Path
+
+    key = repr((model, str(pretrained), str(Path(data_root).resolve()), data_format, split,
+                repr(transform)))
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    return Path(cache_dir) / f"{Path(model).stem}_{Path(str(pretrained)).stem}_{split}_{digest}.pt"
+
+
+def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dense, pooled) from ``path`` when it holds features of exactly these image files
+    (loaded once), else ``encode(paths)``, saved to ``path``."""
+    from pathlib import Path
+
+    path, names = Path(path), [str(p) for p in paths]
+    if path.is_file():
+        blob = torch.load(path)
+        if blob.get("files") == names:
+            return blob["features"]
+    feats = encode(paths)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"files": names, "features": feats}, path)
+    return feats
+
+
+def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
+              proportions: list[float], seeds: list[int], lr_candidates: list[float],
+              y_test: np.ndarray, fixed: dict[str, Callable], keep: str = "full (paper, softmax)"
+              ) -> dict:
+    """Every :data:`TRAINED` variant at every proportion and seed, plus the untrained rows.
+
+    The learning rate of each variant is chosen on validation at the middle proportion and
+    the first seed (that run is kept); every run stops at its best validation epoch.
+    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}; fixed[name](ρ, seed) -> (s, log p) on
+    the test images for rows that do not train. Returns runs (one row per run: mAP on p and
+    on s, best epoch), ap[(name, ρ, "p" | "s")] (n_seeds, C) per-category test AP, the
+    chosen lr and its validation mAPs per variant, the kept heads (middle ρ, first seed)
+    and the attention maps of ``keep`` at the middle ρ, one per seed.
+    """
+    rho_mid, runs, ap, lr, heads, attention = proportions[len(proportions) // 2], [], {}, {}, {}, []
+
+    def record(name, rho, sd, s, log_p, epoch=np.nan):
+        for kind, x in (("p", log_p), ("s", s)):
+            ap.setdefault((name, rho, kind), []).append(per_class_ap(x, y_test))
+        runs.append({"variant": name, "known": rho, "seed": sd, "epochs": epoch,
+                     "mAP on p": ap[name, rho, "p"][-1].mean(), "mAP on s": ap[name, rho, "s"][-1].mean()})
+
+    split = lambda sd, rho: (targets[sd, rho][fit_idx], targets[sd, rho][val_idx])  # noqa: E731
+    for name in TRAINED:
+        trained = {c: trainer.train(name, *split(seeds[0], rho_mid), c, seeds[0]) for c in lr_candidates}
+        lr[name] = choose(lr_candidates, lambda c: max(trained[c][1].val_map))
+        heads[name] = trained[lr[name][0]]
+    for rho in proportions:
+        for sd in seeds:
+            for name, rows in fixed.items():
+                record(name, rho, sd, *rows(rho, sd))
+            for name in TRAINED:
+                head, res = heads[name] if (rho, sd) == (rho_mid, seeds[0]) else \
+                    trainer.train(name, *split(sd, rho), lr[name][0], sd)
+                s, log_p, att = trainer.test(head)
+                record(name, rho, sd, s, log_p, res.best_epoch)
+                if name == keep and rho == rho_mid:
+                    attention.append(att)
+    ap = {k: np.stack(v) for k, v in ap.items()}
+    return {"runs": pd.DataFrame(runs), "ap": ap, "lr": lr, "heads": heads, "attention": attention}
+
+
+def selection_table(sweep: dict, lr_candidates: list, max_epochs: int, rho_mid: float,
+                    seed: int, n_val: int, extra: list[dict] = ()) -> pd.DataFrame:
+    """'What was chosen on which split': lr and epochs per variant (+ ``extra`` rows)."""
+    split = f"validation ({n_val} training images)"
+    rows = [{"hyperparameter": f"lr ({name})", "candidates": str(lr_candidates), "chosen": c,
+             "criterion": f"best validation mAP on p, {rho_mid:.0%} known, seed {seed}", "split": split}
+            for name, (c, _) in sweep["lr"].items()]
+    runs = sweep["runs"]
+    for name in sweep["lr"]:
+        ep = runs.loc[runs.variant == name, "epochs"]
+        rows.append({"hyperparameter": f"epochs ({name})", "candidates": f"1..{max_epochs}",
+                     "chosen": f"median {ep.median():.0f} (range {ep.min():.0f}-{ep.max():.0f})",
+                     "criterion": "early stopping on validation mAP on p, every run", "split": split})
+    return pd.DataFrame([*rows, *extra])
+
+
+def pointing_hits(attention: list[np.ndarray], objects: list, hws: list, class_names: list[str]):
+    """Per-class pointing trials (one per image and category present): 0/1 hits of each
+    attention map's argmax (n_maps, T), of the image centre (T,), and the trials' image ids."""
+    from ..metrics.pointing import argmax_point, center_point, class_pointing
+
+    trials = [(i, c) for i, objs in enumerate(objects) for c in sorted({n for n, _ in objs})]
+    boxes = [[b for n, b in objects[i] if n == c] for i, c in trials]
+    t_hws, classes = [hws[i] for i, _ in trials], [c for _, c in trials]
+    att_hits = [class_pointing([argmax_point(att[i, class_names.index(c)], hws[i]) for i, c in trials],
+                               boxes, t_hws, classes, 0.0).hits for att in attention]
+    centre = class_pointing([center_point(hw) for hw in t_hws], boxes, t_hws, classes, 0.0).hits
+    return np.array(att_hits, float), np.array(centre, float), np.array([i for i, _ in trials])
+
+
+# --- data: the toy world exported (when absent), read back through the real readers ----
+
+DIFFICULT = ("ignore", "positive")
+
+
+def label_matrix(objects: list, class_names: list[str], difficult: list | None = None,
+                 policy: str = "ignore") -> np.ndarray:
+    """(N, C) labels: 1 if a category is present, 0 if not; with VOC ``difficult`` flags
+    (one list of booleans per image, aligned with ``objects``) a category present only as
+    difficult objects is -1 (ignored by the metrics and unknown in training) under
+    ``policy='ignore'`` (HCP-MLR-PL, DualCoOp) or 1 under ``'positive'``."""
+    if policy not in DIFFICULT:
+        raise ValueError(f"difficult must be one of {DIFFICULT}, got {policy!r}")
+    y = np.zeros((len(objects), len(class_names)), dtype=np.int64)
+    col = {c: k for k, c in enumerate(class_names)}
+    for i, objs in enumerate(objects):
+        flags = difficult[i] if difficult is not None else [False] * len(objs)
+        for (c, _), hard in zip(objs, flags):
+            if not hard:
+                y[i, col[c]] = 1
+            elif y[i, col[c]] != 1:
+                y[i, col[c]] = 1 if policy == "positive" else UNKNOWN
+    return y
+
+
+def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
+                 difficult: str = "ignore"):
+    """Export the toy world into ``root`` (COCO JSON + VOC XML) when no data is there (or
+    the toy export has other sizes), read every split of ``sizes`` with the reader of
+    ``data_format`` and, for the toy export, check that both readers agree on the labels.
+
+    Returns data[split] = (image paths, [(category, box)] per image, (h, w) per image),
+    the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
+    """
+    from pathlib import Path
+
+    from ..datasets import read_detection_split
+    from ..datasets.voc import read_voc
+    from ..toyworld import ToyWorldConfig, generate
+    from ..toyworld.export import export_coco, export_voc, write_toyworld_meta
+
+    root = Path(root)
+    first = next(iter(sizes))
+    coco_file = root / "annotations" / f"instances_{first}.json"
+    voc_dir = root / "VOC2007" / "ImageSets" / "Main"
+    toy = (root / "toyworld.json").is_file()
+    stale = toy and (voc_dir / f"{first}.txt").is_file() and any(
+        len((voc_dir / f"{s}.txt").read_text().split()) != n for s, n in sizes.items())
+    if stale or (not coco_file.is_file() and not (voc_dir / f"{first}.txt").is_file()):
+        world = ToyWorldConfig()
+        for split, n in sizes.items():
+            scenes = generate(world, n, seed=seed, split=split)
+            export_coco(scenes, root, split, world, seed)
+            export_voc(scenes, root, split)
+        write_toyworld_meta(root, world, seed)
+        toy = True
+    data = {s: read_detection_split(root, s, data_format) for s in sizes}
+    if toy:  # the toy export has both formats: they must agree
+        other = "voc" if data_format == "coco" else "coco"
+        for s in sizes:
+            a = [sorted({c for c, _ in o}) for o in data[s][1]]
+            b = [sorted({c for c, _ in o}) for o in read_detection_split(root, s, other)[1]]
+            if a != b:
+                raise AssertionError(f"COCO and VOC readers disagree on the labels of split {s}")
+    names = sorted({c for d in data.values() for objs in d[1] for c, _ in objs})
+    hard = {s: [[o.difficult for o in r.objects] for r in read_voc(root, s)]
+            if data_format == "voc" else None for s in sizes}
+    labels = {s: label_matrix(d[1], names, hard[s], difficult) for s, d in data.items()}
+    return data, names, labels
+
+
+def planted_verdicts(kinds: tuple[str, ...], seeds: list[int], tau: float, cfg: FitConfig,
+                     lr_candidates: list[float], seed: int, noise: float = 1.5
+                     ) -> tuple[dict, list[dict]]:
+    """:func:`planted_control` (softmax vs sigmoid+affine) on each planted world, read as
+    ``fgclip.verdicts.compare`` over seeds x categories; also the 'chosen on which split'
+    rows of the learning rates picked on each world's validation split."""
+    from .. import verdicts
+
+    out, rows = {}, []
+    for kind in kinds:
+        ap, lrs = planted_control(kind, ("softmax", "sigmoid+affine"), seeds, tau, cfg,
+                                  lr_candidates, noise=noise, world_seed=seed)
+        out[kind] = verdicts.compare(ap["softmax"], ap["sigmoid+affine"],
+                                     claim=f"planted world '{kind}'",
+                                     arms=("softmax (paper)", "sigmoid+affine"),
+                                     unit="categories", seed=seed)
+        rows += [{"hyperparameter": f"lr (planted '{kind}', {sc})", "candidates": str(lr_candidates),
+                  "chosen": lr, "criterion": f"best validation mAP on p, seed {seeds[0]}",
+                  "split": "the planted world's validation split"} for sc, lr in lrs.items()]
+    return out, rows
+
+
+def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tensor,
+                   pooled: torch.Tensor, targets: np.ndarray, seed: int, cfg: FitConfig
+                   ) -> pd.DataFrame:
+    """Mean |dL/ds| on known positives, known negatives and unknown entries of one batch
+    (the first cfg.batch_size images of dense/pooled/targets), for the full head at its
+    initialisation under each scoring rule (controls calibrated on all given images)."""
+    from ..losses.asymmetric import score_gradients
+
+    n, rows = min(cfg.batch_size, len(dense)), {}
+    for scoring in scorings:
+        head = make("full", scoring, seed)
+        head.calibrate(dense, pooled)
+        with torch.no_grad():
+            s = head(dense[:n], pooled[:n]).scores  # (n, C)
+        rows[scoring] = score_gradients(s, targets[:n], scoring, cfg.gamma_pos, cfg.gamma_neg,
+                                        cfg.clip)
+    return pd.DataFrame(rows).T.rename_axis("mean |dL/ds| per entry")

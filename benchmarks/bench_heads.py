@@ -1,14 +1,17 @@
-"""The chapters' head-training loops, fp32 against bf16 autocast: does the fast path pay there?
+"""The chapters' head-training loops, fp32 against ``precision='auto'``: does the default pay there?
 
-    .venv/bin/python benchmarks/bench_heads.py [--images 600] [--epochs 2] [--repeats 3]
+    .venv/bin/python benchmarks/bench_heads.py [--images 600] [--epochs 2] [--repeats 3] [--with-bf16]
 
 Chapters 1, 3 and 4 train small heads on frozen features computed once; each loop takes a
-``precision`` field (``"fp32"`` or ``"bf16"``) and uses fused AdamW. This script builds
-each chapter's features with the default toy CLIP (random weights: speed does not depend
-on them) at the chapter's default batch size, then trains the head ``--epochs`` epochs in
-each precision, ``--repeats`` times, alternating. Reports steps/s (median), the ratio
-bf16 / fp32 and the final-epoch loss of both, which must agree. Writes
-``benchmarks/results/heads.json``. A benchmark, not a test: nothing here asserts a speed.
+``precision`` field (``"auto"``, ``"fp32"`` or ``"bf16"``) and uses fused AdamW. This
+script builds each chapter's features with the default toy CLIP (random weights: speed
+does not depend on them) at the chapter's default batch size, then trains the head
+``--epochs`` epochs in fp32 and in auto (bf16 where the CPU has avx512_bf16/AMX, else fp32:
+then the two arms run the same code and their ratio shows the noise), ``--repeats`` times,
+alternating. ``--with-bf16`` adds forced bf16 where auto chose fp32 (emulated: slow).
+Reports steps/s (median), the ratio to fp32 and the final-epoch loss of each, which must
+agree. Writes ``benchmarks/results/heads.json``, with what auto chose.
+A benchmark, not a test: nothing here asserts a speed.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import torch
 from common import write_benchmark
 from fgclip.evaluation import encode_texts
 from fgclip.models import create_clip
-from fgclip.precision import PRECISIONS
+from fgclip.precision import resolve_precision
 from fgclip.toyworld import SHAPES, ToyWorldConfig, generate
 
 
@@ -97,7 +100,11 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--with-bf16", action="store_true", help="also force bf16 where auto chose fp32 (slow)")
     a = p.parse_args()
+    auto, _ = resolve_precision("auto", "cpu")
+    precisions = ["fp32", "auto"] + (["bf16"] if a.with_bf16 and auto == "fp32" else [])
+    name = {"fp32": "fp32", "auto": f"auto -> {auto}", "bf16": "bf16 (forced)"}
     torch.set_num_threads(a.threads)
     scenes = generate(ToyWorldConfig(), a.images, seed=a.seed, split="train")
     images = np.stack([s.image for s in scenes])
@@ -108,27 +115,27 @@ def main() -> None:
              "ch4 decoupling + prompts": decoupling_loop(images, labels, a.seed)}
     rows, ratios = [], {}
     for label, (run, steps_per_epoch) in loops.items():
-        for precision in PRECISIONS:
+        for precision in precisions:
             run(precision, 1)  # warm-up
-        speed: dict[str, list[float]] = {q: [] for q in PRECISIONS}
+        speed: dict[str, list[float]] = {q: [] for q in precisions}
         final: dict[str, float] = {}
         for _ in range(a.repeats):
-            for precision in PRECISIONS:
+            for precision in precisions:
                 t0 = time.perf_counter()
                 final[precision] = run(precision, a.epochs)
                 speed[precision].append(a.epochs * steps_per_epoch / (time.perf_counter() - t0))
-        for precision in PRECISIONS:
-            rows += [{"name": f"{label}, {precision}", "metric": "training", "unit": "steps/s",
+        for precision in precisions:
+            rows += [{"name": f"{label}, {name[precision]}", "metric": "training", "unit": "steps/s",
                       "value": statistics.median(speed[precision])},
-                     {"name": f"{label}, {precision}", "metric": f"loss after {a.epochs} epochs", "unit": "",
-                      "value": final[precision]}]
-        ratios[f"{label}: bf16 / fp32 steps/s"] = (statistics.median(speed["bf16"])
-                                                    / statistics.median(speed["fp32"]))
-        print(f"{label:<26} fp32 {statistics.median(speed['fp32']):7.1f} steps/s  "
-              f"bf16 {statistics.median(speed['bf16']):7.1f} steps/s  "
-              f"loss {final['fp32']:.4f} / {final['bf16']:.4f}", flush=True)
+                     {"name": f"{label}, {name[precision]}", "metric": f"loss after {a.epochs} epochs",
+                      "unit": "", "value": final[precision]}]
+            if precision != "fp32":
+                ratios[f"{label}: {name[precision]} / fp32 steps/s"] = (statistics.median(speed[precision])
+                                                                       / statistics.median(speed["fp32"]))
+        print(f"{label:<26} " + "  ".join(f"{name[q]} {statistics.median(speed[q]):7.1f} steps/s (loss {final[q]:.4f})"
+                                          for q in precisions), flush=True)
     out = write_benchmark("heads", rows, ratios, "python " + shlex.join(sys.argv),
-                          extra={"images": a.images, "epochs": a.epochs, "seed": a.seed})
+                          extra={"images": a.images, "epochs": a.epochs, "seed": a.seed, "arms": name})
     print(f"-> {out}")
 
 

@@ -53,6 +53,18 @@ def machine() -> str:
     return f"{cpu}{isa}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads{gpu}"
 
 
+def precision_record() -> dict[str, Any]:
+    """The CPU's capability and what ``precision='auto'`` chooses on this machine, and why
+    (:func:`fgclip.precision.resolve_precision`, for the CPU and, where there is one, CUDA)."""
+    from fgclip.precision import cpu_capability, resolve_precision
+
+    record: dict[str, Any] = {"cpu": cpu_capability()}
+    for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+        chosen, reason = resolve_precision("auto", device)
+        record["auto" if device == "cpu" else "auto_cuda"] = {"chosen": chosen, "reason": reason}
+    return record
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far (ru_maxrss is in KiB on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -60,12 +72,15 @@ def peak_rss_mb() -> float:
 
 def write_benchmark(name: str, rows: list[dict[str, Any]], ratios: dict[str, float],
                     command: str, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``results/<name>.json``; each row is {"name", "metric", "value", "unit", ...}."""
+    """Write ``results/<name>.json``; each row is {"name", "metric", "value", "unit", ...}.
+
+    Every file records the machine, the CPU's capability and what ``precision='auto'``
+    chose there (``"precision"``: see :func:`precision_record`)."""
     for i, row in enumerate(rows):
         missing = {"name", "metric", "value", "unit"} - set(row)
         if missing:
             raise ValueError(f"benchmark {name!r}: row {i} lacks {sorted(missing)}")
     payload = {"benchmark": name, "date": dt.date.today().isoformat(), "machine": machine(),
                "torch": torch.__version__, "command": command, "rows": rows, "ratios": ratios,
-               "peak_rss_mb": peak_rss_mb(), **(extra or {})}
+               "precision": precision_record(), "peak_rss_mb": peak_rss_mb(), **(extra or {})}
     return atomic_write_json(RESULTS_DIR / f"{name}.json", payload, indent=2)

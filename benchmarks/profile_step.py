@@ -1,6 +1,6 @@
 """Where a toy-CLIP training step spends its time: torch.profiler over a few steps.
 
-    .venv/bin/python benchmarks/profile_step.py [--precision bf16] [--attention explicit]
+    .venv/bin/python benchmarks/profile_step.py [--precision auto] [--attention explicit]
 
 Prints the operators with the most self time, the share of the step spent in matrix
 products (aten::mm, addmm, bmm) and the speed those products reach, against the matmul
@@ -24,12 +24,12 @@ def main() -> None:
     from open_clip.loss import ClipLoss
 
     from fgclip.models import create_clip
-    from fgclip.precision import PRECISIONS
+    from fgclip.precision import PRECISIONS, resolve_precision
     from fgclip.train.fast import (ATTENTION_IMPLS, contrastive_step, keep_freed_memory, make_optimizer,
                                    prepare_model)
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--precision", default="bf16", choices=PRECISIONS)
+    p.add_argument("--precision", default="auto", choices=PRECISIONS)
     p.add_argument("--attention", default="explicit", choices=ATTENTION_IMPLS)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--steps", type=int, default=3)
@@ -54,7 +54,8 @@ def main() -> None:
     total = sum(e.self_cpu_time_total for e in events)  # microseconds
     matmul = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
     flops = train_flops_per_image(images, texts) * a.batch_size * a.steps
-    peak = matmul_gflops(torch.float32 if a.precision == "fp32" else torch.bfloat16)
+    chosen, _ = resolve_precision(a.precision, cpu)
+    peak = matmul_gflops(torch.float32 if chosen == "fp32" else torch.bfloat16)
     achieved = flops / (matmul * 1e-6) / 1e9
     print(f"{a.precision}, {a.attention} attention, batch {a.batch_size}: "
           f"{a.batch_size * a.steps / wall:.1f} images/s under the profiler")

@@ -3,7 +3,8 @@
 Single process:   python data_scripts/pretrain_toy_clip.py --out-dir runs/pretrain
 Two processes:    torchrun --nproc_per_node=2 data_scripts/pretrain_toy_clip.py ...
 Rerunning the same command after a kill resumes from <out-dir>/last.pt.
-The fp16 checkpoint <out-dir>/<model>.pt records this command and its held-out metrics.
+The fp16 checkpoint <out-dir>/<model>.pt records this command, its held-out metrics and the
+precision the run used (with --precision auto: what auto chose on this machine, and why).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import shlex
 import sys
 
+from fgclip.precision import PRECISIONS
 from fgclip.train import PretrainConfig, train
 
 
@@ -28,7 +30,10 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--weight-decay", type=float, default=d.weight_decay)
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    p.add_argument("--precision", choices=["fp32", "bf16"], default=d.precision)
+    p.add_argument("--precision", choices=PRECISIONS, default=d.precision,
+                   help="auto (default): bf16 where the device runs it natively (CPU flags avx512_bf16 "
+                        "or amx_bf16, CUDA compute capability >= 8), fp32 otherwise; the run prints "
+                        "its choice and the checkpoint records it. fp32 is the reference path")
     p.add_argument("--attention", choices=["explicit", "sdpa"], default=d.attention,
                    help="explicit: softmax(QK^T)V by batched matmuls (fast path); sdpa: open_clip as is")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=d.compile,

@@ -84,7 +84,7 @@ lr: float = 2e-3  # [> 0]
 fixed_threshold: float = 5e-4  # the paper's pseudo-label threshold (set for 21,843 ImageNet-21K names) [0 to 1]
 holdout_fraction: float = 0.2  # share of the training images used only to choose k and the threshold [0 to 1]
 device: str = "cpu"
-precision: str = "fp32"  # head training: "fp32" (the reference) or "bf16" autocast; benchmarks/bench_heads.py measures both
+precision: str = "auto"  # head training: "auto" (bf16 where the device runs it natively, else fp32), "fp32" (the reference) or "bf16"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
 # %%

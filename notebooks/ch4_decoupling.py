@@ -52,7 +52,7 @@ if "google.colab" in sys.modules:
 seed: int = 0  # every random choice below (data, splits, masks, initialisations, batches) derives from it
 n_seeds: int = 3  # training seeds seed, seed+1, ...: each draws its own masks, initialisation and batches [at least 1]
 device: str = "cpu"
-precision: str = "fp32"  # head training: "fp32" (the reference) or "bf16" autocast; benchmarks/bench_heads.py measures both
+precision: str = "auto"  # head training: "auto" (bf16 where the device runs it natively, else fp32), "fp32" (the reference) or "bf16"
 data_root: str = "../data/ch4"  # toy world exported here when empty; or a real COCO root / VOCdevkit
 data_format: str = "coco"  # "coco" (instances JSON via pycocotools) or "voc" (Pascal VOC XML)
 difficult: str = "ignore"  # VOC objects marked difficult: "ignore" (the references) or "positive"

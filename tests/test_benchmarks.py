@@ -36,11 +36,17 @@ def test_run_all_quick_writes_every_result(tmp_path):
                 assert row["value"] > 0, (name, row)
         assert res["ratios"] and all(v > 0 for v in res["ratios"].values()), name
         assert res["peak_rss_mb"] > 0
+        # every result records the CPU's capability and what precision='auto' chose there
+        assert res["precision"]["auto"]["chosen"] in ("fp32", "bf16"), name
+        assert res["precision"]["auto"]["reason"] and "torch_cpu_capability" in res["precision"]["cpu"], name
     train = json.loads((results / "train.json").read_text())
-    assert any(k.startswith("fast path") and k.endswith("/ fp32 reference") for k in train["ratios"])
+    default = [k for k in train["ratios"] if k.startswith("default path") and k.endswith("/ fp32 reference")]
+    assert len(default) == 1 and f"-> {train['precision']['auto']['chosen']}" in default[0]
+    assert train["arms"][train["default_path"]]["precision"] == "auto"
     assert {r["unit"] for r in train["rows"] if r["metric"] == "peak"} == {"GFLOP/s"}
     conv = json.loads((results / "train_convergence.json").read_text())
     assert {r["metric"] for r in conv["rows"]} >= {"held-out i2t R@1", "held-out t2i R@1", "steady throughput"}
+    assert conv["runs"]["default path"]["0"]["precision"]["requested"] == "auto"
 
     combined = json.loads((tmp_path / "results.json").read_text())
     assert set(BENCHMARKS) <= set(combined) and "book_cost_s" in combined

@@ -112,6 +112,7 @@ def test_explicit_attention_takes_the_same_fp32_step(toy_batch):
     torch.testing.assert_close(new_grad, ref_grad, atol=1e-7, rtol=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore:precision=.bf16. on a device without native bf16")
 def test_compiled_fast_path_step_tracks_the_fp32_reference(toy_batch):
     """The whole fast path (bf16, explicit attention, torch.compile) against plain fp32:
     bf16 keeps 8 mantissa bits, so the loss agrees to about 1%."""
@@ -172,6 +173,7 @@ def _decoupling_losses(precision: str) -> list[float]:
 
 @pytest.mark.parametrize("losses", [_maximage_losses, _sumclip_losses, _decoupling_losses],
                          ids=["ch1-maximage", "ch3-sumclip", "ch4-decoupling"])
+@pytest.mark.filterwarnings("ignore:precision='bf16' on a device without native bf16")
 def test_chapter_head_loops_agree_in_bf16_and_fp32(losses):
     ref, fast = losses("fp32"), losses("bf16")
     assert len(ref) == len(fast) == 3
@@ -185,3 +187,16 @@ def test_chapter_head_loops_agree_in_bf16_and_fp32(losses):
 def test_chapter_head_loops_reject_an_unknown_precision(losses):
     with pytest.raises(ValueError, match="precision must be one of"):
         losses("fp16")
+
+
+@pytest.mark.parametrize("losses", [_maximage_losses, _sumclip_losses, _decoupling_losses],
+                         ids=["ch1-maximage", "ch3-sumclip", "ch4-decoupling"])
+def test_chapter_head_loops_resolve_auto_from_the_cpu(losses, monkeypatch):
+    """precision='auto' reaches each loop through fgclip.precision: with the CPU's flags
+    faked, auto takes exactly the fp32 steps without avx512_bf16/AMX and the bf16 ones with."""
+    from fgclip import precision
+    monkeypatch.setattr(precision, "_ANNOUNCED", set())
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert losses("auto") == losses("fp32")
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    assert losses("auto") == losses("bf16")

@@ -90,6 +90,7 @@ def test_ranks_split_the_global_batch():
     assert len(set(full_rows.tolist())) == 8
 
 
+@pytest.mark.filterwarnings("ignore:precision='bf16' on a device without native bf16")
 def test_bf16_fast_path_tracks_fp32_reference(tmp_path):
     common = dict(n_train=64, batch_size=16, epochs=1, warmup_steps=2, log_every=1,
                   ckpt_every=100, cache_dir=None, n_val=32)
@@ -129,7 +130,10 @@ def test_cli_switches_each_piece_of_the_fast_path():
     spec.loader.exec_module(mod)
     default = mod.parse_args([])
     assert (default.precision, default.attention, default.compile, default.keep_freed_memory) == \
-        ("bf16", "explicit", False, True)
+        ("auto", "explicit", False, True)
+    assert mod.parse_args(["--precision", "bf16"]).precision == "bf16"
+    with pytest.raises(SystemExit):
+        mod.parse_args(["--precision", "fp16"])
     ref = mod.parse_args(["--precision", "fp32", "--attention", "sdpa", "--no-keep-freed-memory"])
     assert (ref.precision, ref.attention, ref.keep_freed_memory) == ("fp32", "sdpa", False)
     assert mod.parse_args(["--compile"]).compile is True

@@ -27,7 +27,7 @@ def test_bad_parameters_stop_before_any_work(params, match):
 
 @pytest.mark.parametrize("chapter", ["ch1", "ch3", "ch4"])
 def test_head_training_precision_is_a_checked_parameter(chapter):
-    assert chapter_defaults(chapter_notebook(chapter))["precision"] == "fp32"
+    assert chapter_defaults(chapter_notebook(chapter))["precision"] == "auto"
     assert validate(chapter, {"precision": "bf16"}) == {"precision": "bf16"}
     with pytest.raises(ParameterError, match="'precision': expects one of"):
         validate(chapter, {"precision": "fp16"})

@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from ..evaluation import retrieval_metrics
 from ..models import create_clip, images_to_tensor
 from ..models.attention import set_explicit_attention
-from ..precision import check_precision
+from ..precision import check_precision, cpu_capability, resolve_precision
 from ..progress import progress
 from ..seeding import seed_everything
 from ..toyworld import ToyWorldConfig
@@ -44,7 +44,7 @@ class PretrainConfig:
     lr: float = 1e-3
     weight_decay: float = 0.1
     warmup_steps: int = 200
-    precision: str = "bf16"  # "fp32" is the reference path
+    precision: str = "auto"  # bf16 where the device runs it natively, else fp32 (fgclip.precision)
     attention: str = "explicit"  # "sdpa": open_clip's nn.MultiheadAttention as is
     compile: bool = False  # torch.compile the model (pays off after a few hundred steps)
     keep_freed_memory: bool = True  # glibc keeps freed buffers (no page faults per step)
@@ -96,10 +96,11 @@ def batch_indices(cfg: PretrainConfig, data: CaptionedImages, epoch: int, step: 
     return torch.from_numpy(rows[local]), torch.from_numpy(slots[local])
 
 
-def _state(model, optimizer, cfg, global_step, history) -> dict:
+def _state(model, optimizer, cfg, global_step, history, chosen: dict | None = None) -> dict:
     return {"model_name": cfg.model, "state_dict": model.state_dict(),
             "optimizer": optimizer.state_dict(), "global_step": global_step,
-            "history": history, "config": asdict(cfg), "torch_rng": torch.get_rng_state()}
+            "history": history, "config": asdict(cfg), "torch_rng": torch.get_rng_state(),
+            "precision": chosen or {}}
 
 
 def export_fp16(state: dict, metrics: dict, command: str, path: str | Path) -> Path:
@@ -108,7 +109,7 @@ def export_fp16(state: dict, metrics: dict, command: str, path: str | Path) -> P
             "state_dict": {k: v.half() if v.is_floating_point() else v
                            for k, v in state["state_dict"].items()},
             "config": state["config"], "metrics": metrics, "command": command,
-            "history": state["history"],
+            "history": state["history"], "precision": state.get("precision", {}),
             "global_step": state["global_step"]}
     return save_atomic(blob, path)
 
@@ -117,6 +118,9 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
     """Train, checkpointing to ``out_dir/last.pt``; resume from it when it exists."""
     info = init_distributed(cfg.device)
     device = resolve_device(cfg.device, info)
+    chosen = precision_choice(cfg.precision, device)
+    if info.is_main:
+        print(f"precision {cfg.precision} -> {chosen['chosen']}: {chosen['reason']}", flush=True)
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // info.world_size))
     if cfg.keep_freed_memory:
         keep_freed_memory()
@@ -153,7 +157,8 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         texts = train_data.tokens[rows, slots].to(device)
         for group in optimizer.param_groups:
             group["lr"] = lr_at(global_step, total, cfg)
-        running += contrastive_step(step_model, loss_fn, optimizer, images, texts, device, cfg.precision)
+        running += contrastive_step(step_model, loss_fn, optimizer, images, texts, device,
+                                    chosen["chosen"])
         with torch.no_grad():
             model.logit_scale.clamp_(0, math.log(100))
         seen += len(rows) * info.world_size
@@ -171,17 +176,17 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         if cfg.eval_every_epoch and info.is_main and global_step % steps_per_epoch == 0:
             model.eval()
             val = retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val",
-                                    precision=cfg.precision)
+                                    precision=chosen["chosen"])
             model.train()
             history.append({"step": global_step, "epoch": global_step // steps_per_epoch, **val})
             bar.write(f"epoch {global_step // steps_per_epoch}: val {json.dumps(val)}")
         if info.is_main and (global_step % cfg.ckpt_every == 0 or global_step == end):
-            save_atomic(_state(model, optimizer, cfg, global_step, history), out / "last.pt")
+            save_atomic(_state(model, optimizer, cfg, global_step, history, chosen), out / "last.pt")
     bar.close()
-    result = {"global_step": global_step, "history": history}
+    result = {"global_step": global_step, "history": history, "precision": chosen}
     if info.is_main and global_step == total:
-        metrics = _final_metrics(clip, world, cfg)
-        state = _state(model, optimizer, cfg, global_step, history)
+        metrics = _final_metrics(clip, world, cfg, chosen["chosen"])
+        state = _state(model, optimizer, cfg, global_step, history, chosen)
         export_fp16(state, metrics, command, out / f"{cfg.model}.pt")
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         result["metrics"] = metrics
@@ -189,8 +194,14 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
     return result
 
 
-def _final_metrics(clip, world: ToyWorldConfig, cfg: PretrainConfig) -> dict:
+def _final_metrics(clip, world: ToyWorldConfig, cfg: PretrainConfig, precision: str) -> dict:
     clip.model.eval()
     set_explicit_attention(clip.model, enabled=False)  # evaluate the model as it ships
     return retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val",
-                             precision=cfg.precision)
+                             precision=precision)
+
+
+def precision_choice(precision: str, device: torch.device) -> dict:
+    """What the run records about its precision: asked, chosen, why, and the CPU's capability."""
+    chosen, reason = resolve_precision(precision, device)
+    return {"requested": precision, "chosen": chosen, "reason": reason, **cpu_capability()}

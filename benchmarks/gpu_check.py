@@ -30,7 +30,8 @@ from fgclip.fileio import atomic_write_json  # noqa: E402
 from fgclip.runner import PARAMS_DIR, chapter_defaults, chapter_notebook, load_param_file, run_chapter  # noqa: E402
 
 # Reduced sizes: enough for every code path, small enough for the 10-minute budget.
-SMALL = {"n_seeds": 2, "n_images": 6, "n_train": 6, "n_test": 6, "n_eval": 6, "epochs": 1,
+N_IMAGES = 40  # sample photos per dataset, half per split: enough for a validation part with positives
+SMALL = {"n_seeds": 2, "n_images": 6, "n_train": 20, "n_test": 20, "n_eval": 20, "epochs": 1,
          "n_folds": 2, "max_pairs": 8, "batch_size": 8, "proportions": [0.5], "label_fractions": [0.5],
          "query_counts": [], "batch_sizes": [], "bias_levels": []}
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        plans = plan(build_real_layouts(work / "real", n_images=12), work, a.device)
+        plans = plan(build_real_layouts(work / "real", n_images=N_IMAGES), work, a.device)
         for chapter in a.chapters:
             stop, peak = threading.Event(), [0.0]
             watcher = threading.Thread(target=peak_gpu_memory, args=(stop, peak), daemon=True)

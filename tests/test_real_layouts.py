@@ -41,3 +41,32 @@ def test_ch0_on_real_coco_with_a_real_architecture(layouts, tmp_path):
     assert results["n_images"] == N_IMAGES // 2  # every image of the split, no more
     metrics = results["metrics"]["ViT-B-32 (none)"]
     assert 0.0 <= metrics["i2t_R@1"] <= 1.0 and metrics["i2t_R@10"] == 1.0  # 6 candidates
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import gpu_check
+
+    work = tmp_path_factory.mktemp("plans")
+    layouts = build_real_layouts(work / "real", n_images=gpu_check.N_IMAGES, seed=0)
+    plans = gpu_check.plan(layouts, work, "cpu")
+    for params in plans.values():
+        params.pop("precision", None)  # the chapter's own default (auto) on this machine
+    return plans
+
+
+def test_ch2_on_real_foil_with_a_real_architecture(plans, tmp_path):
+    results = run("ch2", plans["ch2"], tmp_path)
+    n_seeds, max_pairs = plans["ch2"]["n_seeds"], plans["ch2"]["max_pairs"]
+    # FOIL's test file holds one foil per image of val2014 (20); each draw samples max_pairs
+    assert results["n_test_foils"] == n_seeds * min(max_pairs, 20)
+    assert results["verdicts"] and results["model"] == "ViT-B-32"
+
+
+def test_ch3_on_real_coco_with_a_real_architecture(plans, tmp_path):
+    results = run("ch3", plans["ch3"], tmp_path)
+    assert results["n_eval"] == 20 and results["n_train"] + results["n_val"] == 20
+    assert results["verdicts"]

@@ -177,3 +177,15 @@ def test_verdict_table_has_one_row_per_verdict():
     v = compare(np.ones((3, 4)), np.zeros((3, 4)), claim="c", arms=("m", "b"), unit="u")
     table = verdicts.verdict_table([v, v])
     assert len(table) == 2 and table.loc[0, "verdict"] == "m better"
+
+
+def test_a_negative_control_may_pass_on_anything_but_the_effect():
+    from fgclip.verdicts import NOT_THE_EFFECT
+
+    rng = np.random.default_rng(7)
+    up = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="up", arms=("a", "b"), unit="u")
+    down = compare(np.zeros((3, 50)), rng.normal(1, 0.1, (3, 50)), claim="down", arms=("a", "b"), unit="u")
+    assert down.verdict == B_BETTER
+    assert falsify(up, up, down, negative_expect=NOT_THE_EFFECT).controls_pass
+    assert not falsify(up, up, down).negative_passed  # by default only 'cannot tell' passes
+    assert not falsify(up, up, up, negative_expect=NOT_THE_EFFECT).negative_passed

@@ -45,6 +45,7 @@ B_BETTER = "B better"
 CANNOT_TELL = "cannot tell"
 OUTCOMES = (A_BETTER, B_BETTER, CANNOT_TELL)
 CANNOT_DECIDE = "the test cannot decide here"
+NOT_THE_EFFECT = "anything but the effect"  # a negative control that may go either way but not the effect's
 
 
 @dataclass(frozen=True)
@@ -238,14 +239,18 @@ def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A
 
     The positive control is a planted setting where the effect must show: it passes when
     its verdict is ``effect``. The negative control is a setting where it must not: it
-    passes when its verdict is ``negative_expect`` (by default 'cannot tell').
+    passes when its verdict is ``negative_expect`` (by default 'cannot tell'), or, with
+    ``negative_expect=NOT_THE_EFFECT``, when its verdict is anything but ``effect``.
     """
     for name, value in (("effect", effect), ("negative_expect", negative_expect)):
-        if value not in OUTCOMES:
-            raise ValueError(f"{name} must be one of {OUTCOMES}, got {value!r}")
+        if value not in OUTCOMES + (NOT_THE_EFFECT,):
+            raise ValueError(f"{name} must be one of {OUTCOMES + (NOT_THE_EFFECT,)}, got {value!r}")
+    if effect == NOT_THE_EFFECT:
+        raise ValueError("effect must be a verdict, not NOT_THE_EFFECT")
+    negative_passed = (negative.verdict != effect if negative_expect == NOT_THE_EFFECT
+                       else negative.verdict == negative_expect)
     return Falsification(test=test, positive=positive, negative=negative, effect=effect,
-                         positive_passed=positive.verdict == effect,
-                         negative_passed=negative.verdict == negative_expect)
+                         positive_passed=positive.verdict == effect, negative_passed=negative_passed)
 
 
 def verdict_records(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 AGGREGATORS = ("maximage", "average", "max-tokens")
+SCORES = ("cosine", "dot")
 PARSE_MODES = ("vector", "maps")
 
 
@@ -71,10 +72,18 @@ def _mlp(d_in: int, d_out: int) -> nn.Sequential:
 class MaxImageHeads(nn.Module):
     """The two trainable branches on top of frozen features: a per-position MLP for the
     image (a pair of 1x1 convolutions, it never mixes positions) and a per-word MLP for the
-    caption, both into a joint space of size ``embed_dim``."""
+    caption, both into a joint space of size ``embed_dim``.
 
-    def __init__(self, image_dim: int, word_dim: int, embed_dim: int = 64):
+    ``score``: "dot" is the paper's Eq. (1), m = <v, t> on the raw head outputs; "cosine"
+    L2-normalises v per position and t per word first (m in [-1, 1]; a deviation that
+    removes any high-norm "hub" cell)."""
+
+    def __init__(self, image_dim: int, word_dim: int, embed_dim: int = 64,
+                 score: str = "cosine"):
         super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+        self.score = score
         self.image = _mlp(image_dim, embed_dim)
         self.text = _mlp(word_dim, embed_dim)
 
@@ -85,6 +94,16 @@ class MaxImageHeads(nn.Module):
     def encode_words(self, words: torch.Tensor) -> torch.Tensor:
         """(B, L, Dt) frozen word features -> t (B, L, E)."""
         return self.text(words)
+
+    def image_vectors(self, feats: torch.Tensor) -> torch.Tensor:
+        """v as it enters m: (B, Di, h, w) -> (B, E, h, w), unit norm per position for cosine."""
+        v = self.encode_image(feats)
+        return F.normalize(v, dim=1) if self.score == "cosine" else v
+
+    def word_vectors(self, words: torch.Tensor) -> torch.Tensor:
+        """t as it enters m: (..., Dt) -> (..., E), unit norm per word for cosine."""
+        t = self.encode_words(words)
+        return F.normalize(t, dim=-1) if self.score == "cosine" else t
 
 
 def word_maps(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

@@ -153,6 +153,22 @@ def box_coverage(boxes: Sequence[Box], image_hw: ImageHW) -> float:
     return union_area(clipped) / (height * width)
 
 
+def hull_coverage(boxes: Sequence[Box], image_hw: ImageHW) -> float:
+    """Fraction of the image covered by the enclosing box of all the boxes, clipped to the
+    image: (max x1 - min x0)(max y1 - min y0) / (H W). The public MultiGrounding code applies
+    the 5% filter to this hull of a phrase's boxes; :func:`box_coverage` is the exact union."""
+    height, width = _check_hw(image_hw)
+    b = np.array(_check_boxes(boxes))  # (n, 4)
+    x0, y0 = max(b[:, 0].min(), 0.0), max(b[:, 1].min(), 0.0)
+    x1, y1 = min(b[:, 2].max(), width), min(b[:, 3].max(), height)
+    if x1 <= x0 or y1 <= y0:
+        raise ValueError(f"boxes {list(boxes)!r} lie outside the {width}x{height} image")
+    return float((x1 - x0) * (y1 - y0) / (height * width))
+
+
+AREA_RULES = {"union": box_coverage, "hull": hull_coverage}
+
+
 def center_point(image_hw: ImageHW) -> Point:
     """The centre baseline's point: (W/2, H/2)."""
     height, width = _check_hw(image_hw)
@@ -199,19 +215,22 @@ def _check_lengths(**named: Sequence) -> int:
 
 def phrase_pointing(points: Sequence[Point], boxes: Sequence[Sequence[Box]],
                     image_hws: Sequence[ImageHW], min_box_area: float = 0.05,
-                    tolerance: float = 0.0) -> PhrasePointing:
+                    tolerance: float = 0.0, area_rule: str = "union") -> PhrasePointing:
     """Per-phrase pointing accuracy: (1/|K|) sum_{k in K} hit(p_k, B_k).
 
-    K = {k : area(union B_k) / (H_k W_k) >= min_box_area} (phrases with smaller boxes are
-    skipped, and counted in ``n_skipped``); hit as in :func:`pointing_hit`. Raises when no
-    phrase is left, rather than reporting an accuracy of nothing.
+    K = {k : area(B_k) / (H_k W_k) >= min_box_area} (phrases with smaller boxes are
+    skipped, and counted in ``n_skipped``), area(B_k) the exact union of the boxes
+    (``area_rule="union"``) or their enclosing hull (``"hull"``, the public MultiGrounding
+    code); hit as in :func:`pointing_hit`. Raises when no phrase is left.
     """
     n = _check_lengths(points=points, boxes=boxes, image_hws=image_hws)
     if not 0.0 <= min_box_area <= 1.0:
         raise ValueError(f"min_box_area must be a fraction in [0, 1], got {min_box_area}")
+    if area_rule not in AREA_RULES:
+        raise ValueError(f"area_rule must be one of {tuple(AREA_RULES)}, got {area_rule!r}")
     hits: list[bool | None] = []
     for k in range(n):
-        if box_coverage(boxes[k], image_hws[k]) < min_box_area:
+        if AREA_RULES[area_rule](boxes[k], image_hws[k]) < min_box_area:
             hits.append(None)
             continue
         hits.append(pointing_hit(_point(points[k]), boxes[k], image_hws[k], tolerance))

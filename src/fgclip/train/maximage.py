@@ -6,7 +6,7 @@ text tower's word features. What retrieval training learns: the two ``MaxImageHe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +15,8 @@ from PIL import Image
 
 from ..datasets import FlickrRecord, read_flickr30k_entities_image
 from ..datasets._files import read_id_list
-from ..losses.ranking import npair_loss, triplet_loss
-from ..methods.maximage import (MaxImageHeads, average_spans, pair_scores, phrase_map,
+from ..losses.ranking import npair_loss, same_text_mask, triplet_loss
+from ..methods.maximage import (PARSE_MODES, MaxImageHeads, average_spans, pair_scores,
                                 word_token_spans)
 from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
                                phrase_pointing, pointing_hit, random_points)
@@ -46,6 +46,8 @@ class Corpus:
     captions: list[list[str]]  # words
     caption_image: list[int]
     phrases: list[PhraseItem] = field(default_factory=list)
+    objects: list[list[tuple[float, float, float, float]]] = field(default_factory=list)
+    # objects[i]: every distinct ground-truth box of image i (the caption-blind object pointer's choices)
 
 
 def build_corpus(records: list[FlickrRecord]) -> Corpus:
@@ -57,6 +59,8 @@ def build_corpus(records: list[FlickrRecord]) -> Corpus:
     corpus = Corpus([r.image_path for r in records], [(r.height, r.width) for r in records],
                     [], [])
     for i, rec in enumerate(records):
+        corpus.objects.append(sorted({tuple(map(float, b)) for bs in rec.annotation.boxes.values()
+                                      for b in bs}))
         for sent in rec.sentences:
             c = len(corpus.captions)
             corpus.captions.append(sent.text.split())
@@ -113,19 +117,27 @@ def _caption_tokens(clip: Clip, texts: list[str], kind: str, device: str) -> tor
     return x.float().cpu()
 
 
+TOO_LONG = ("error", "truncate")
+
+
 @torch.no_grad()
 def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding",
-                  batch_size: int = 512, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+                  batch_size: int = 512, device: str = "cpu", too_long: str = "error"
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Frozen per-word features (N, L, Dt) and mask (N, L), L = the longest caption.
 
     ``"embedding"``: the CLIP token-embedding rows (context-free word vectors).
     ``"contextual"``: the text transformer's output after ln_final and the text projection
     (each token sees the words before it: CLIP's causal mask). A word split by the BPE is
     the mean of its tokens (``average_spans``); vectors are L2-normalised. Each distinct
-    caption is encoded once (toy captions repeat a lot).
+    caption is encoded once (toy captions repeat a lot). A caption longer than the text
+    context raises (``too_long="error"``) or keeps only the words that fit
+    (``"truncate"``: the rest get mask False; count them with ``mask.sum(1) < len``).
     """
     if kind not in WORD_FEATURES:
         raise ValueError(f"kind must be one of {WORD_FEATURES}, got {kind!r}")
+    if too_long not in TOO_LONG:
+        raise ValueError(f"too_long must be one of {TOO_LONG}, got {too_long!r}")
     texts = [" ".join(c) for c in captions]
     unique = sorted(set(texts))
     row = {t: k for k, t in enumerate(unique)}
@@ -135,9 +147,13 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
         x = _caption_tokens(clip, chunk, kind, device)
         for k, text in enumerate(chunk):
             spans = word_token_spans(clip.tokenizer, text.split())
-            if spans[-1][1] >= clip.model.context_length:
-                raise ValueError(f"caption {text!r} is longer than the text context")
-            per_unique.append(average_spans(x[k], spans))  # (n_words, Dt)
+            fit = [sp for sp in spans if sp[1] < clip.model.context_length]  # room for the end token
+            if len(fit) < len(spans) and too_long == "error":
+                raise ValueError(f"caption {text!r} is longer than the text context "
+                                 "(pass too_long='truncate' to keep the words that fit)")
+            if not fit:
+                raise ValueError(f"not one word of caption {text!r} fits the text context")
+            per_unique.append(average_spans(x[k], fit))  # (n_kept_words, Dt)
     n_max = max(len(c) for c in captions)
     feats = torch.zeros(len(captions), n_max, per_unique[0].shape[1])
     mask = torch.zeros(len(captions), n_max, dtype=torch.bool)
@@ -157,64 +173,89 @@ class TrainConfig:
     embed_dim: int = 64
     temperature: float = 0.1  # N-Pair on cosine scores
     margin: float = 0.2  # triplet hinge
+    score: str = "cosine"  # "cosine" (normalised v, t) or "dot" (the paper's Eq. 1)
+    mask_same_text: bool = False  # drop same-text false negatives from the loss (needs caption_text)
+    steps: int | None = None  # total optimiser steps; None: `epochs` passes over the images
     seed: int = 0
     device: str = "cpu"
     precision: str = "fp32"  # "bf16": forward and loss under bf16 autocast (fgclip.precision)
 
 
-def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int) -> MaxImageHeads:
+def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int,
+               score: str = "cosine") -> MaxImageHeads:
     """Heads at their seeded random initialisation (the "untrained model" baseline)."""
     torch.manual_seed(seed)
-    return MaxImageHeads(image_dim, word_dim, embed_dim)
+    return MaxImageHeads(image_dim, word_dim, embed_dim, score)
 
 
 def encode(heads: MaxImageHeads, img: torch.Tensor, words: torch.Tensor
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cosine geometry: v and t L2-normalised, so every m_{r,c,d} lies in [-1, 1]."""
-    v = torch.nn.functional.normalize(heads.encode_image(img), dim=1)  # (B, E, h, w)
-    t = torch.nn.functional.normalize(heads.encode_words(words), dim=2)  # (B, L, E)
-    return v, t
+    """v (B, E, h, w) and t (B, L, E) in the heads' score geometry (cosine: unit norm, so
+    every m_{r,c,d} lies in [-1, 1]; dot: raw, the paper's Eq. 1)."""
+    return heads.image_vectors(img), heads.word_vectors(words)
 
 
-def _loss(scores: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+def _loss(scores: torch.Tensor, cfg: TrainConfig, same: torch.Tensor | None = None
+          ) -> torch.Tensor:
     if cfg.loss == "npair":
-        return npair_loss(scores, cfg.temperature)
+        return npair_loss(scores, cfg.temperature, same)
     if cfg.loss.startswith("triplet-"):
-        return triplet_loss(scores, cfg.margin, cfg.loss.removeprefix("triplet-"))
+        return triplet_loss(scores, cfg.margin, cfg.loss.removeprefix("triplet-"), same)
     raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
 
 
 def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
-                caption_image: list[int], cfg: TrainConfig) -> tuple[MaxImageHeads, list[float]]:
+                caption_image: list[int], cfg: TrainConfig,
+                caption_text: list[int] | None = None) -> tuple[MaxImageHeads, list[float]]:
     """Bidirectional retrieval training of the heads on cached features.
 
     Each epoch visits every image once in a seeded random order with one of its captions
-    drawn at random, so a batch never holds two positives for one image. Returns the heads
-    and the mean loss per epoch.
+    drawn at random, so a batch never holds two positives for one image. With
+    ``cfg.steps`` the passes repeat until that many optimiser steps are taken (equal
+    steps across batch sizes). ``caption_text``: one id per caption, equal for equal texts;
+    with ``cfg.mask_same_text`` a batch pair with the same text is no negative
+    (:func:`fgclip.losses.ranking.same_text_mask`). Returns the heads and the mean loss
+    per pass.
     """
     if cfg.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
+    if cfg.mask_same_text and caption_text is None:
+        raise ValueError("mask_same_text=True needs caption_text (one text id per caption)")
+    if cfg.steps is not None and cfg.steps < 1:
+        raise ValueError(f"steps must be >= 1 or None, got {cfg.steps}")
     device = torch.device(cfg.device)
     check_precision(cfg.precision)  # before any work
-    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed).to(device)
+    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed,
+                       cfg.score).to(device)
+    text_ids = torch.as_tensor(caption_text) if cfg.mask_same_text else None
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, fused=True)  # one kernel, no per-tensor loop
     rng = np.random.default_rng(cfg.seed)
     by_image: dict[int, list[int]] = {}
     for c, i in enumerate(caption_image):
         by_image.setdefault(i, []).append(c)
     images = np.array(sorted(by_image))
+    per_pass = sum(1 for s in range(0, len(images) - 1, cfg.batch_size)
+                   if len(images[s:s + cfg.batch_size]) >= 2)
+    if per_pass == 0:
+        raise ValueError("training needs at least two images")
+    passes = cfg.epochs if cfg.steps is None else -(-cfg.steps // per_pass)
+    budget = passes * per_pass if cfg.steps is None else cfg.steps
     history = []
-    for _ in progress(range(cfg.epochs), desc=f"{cfg.loss}/{cfg.aggregator}", leave=False):
+    for _ in progress(range(passes), desc=f"{cfg.loss}/{cfg.aggregator}", leave=False):
         order = rng.permutation(images)
         caps = np.array([rng.choice(by_image[i]) for i in order])
         losses = []
         for s in range(0, len(order) - 1, cfg.batch_size):
             bi, bc = order[s:s + cfg.batch_size], caps[s:s + cfg.batch_size]
-            if len(bi) < 2:
+            if len(bi) < 2 or budget == 0:
                 continue  # a last batch of one image has no negative
+            budget -= 1
+            same = same_text_mask(text_ids[bc]).to(device) if text_ids is not None else None
+            n_w = int(mask[bc].sum(dim=1).max())  # trim padding words of this batch
             with autocast_context(device, cfg.precision):
-                v, t = encode(heads, img[bi].to(device), words[bc].to(device))
-                loss = _loss(pair_scores(v, t, mask[bc].to(device), cfg.aggregator), cfg)
+                v, t = encode(heads, img[bi].to(device), words[bc, :n_w].to(device))
+                loss = _loss(pair_scores(v, t, mask[bc, :n_w].to(device), cfg.aggregator),
+                             cfg, same)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -226,9 +267,36 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
 @torch.no_grad()
 def project_images(heads: MaxImageHeads, img: torch.Tensor, batch_size: int = 512
                    ) -> torch.Tensor:
-    """v for every cached image: (N, Di, h, w) -> (N, E, h, w), L2-normalised per position."""
-    return torch.cat([torch.nn.functional.normalize(heads.encode_image(img[s:s + batch_size]),
-                                                    dim=1) for s in range(0, len(img), batch_size)])
+    """v for every cached image: (N, Di, h, w) -> (N, E, h, w) in the heads' score geometry."""
+    return torch.cat([heads.image_vectors(img[s:s + batch_size])
+                      for s in range(0, len(img), batch_size)])
+
+
+@torch.no_grad()
+def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor, corpus: Corpus,
+                 mode: str = "vector") -> torch.Tensor:
+    """Every phrase's map (K, h, w) at once, equal to :func:`phrase_map` phrase by phrase.
+
+    vector: <v_i, f_text(mean_w x_w)>; maps: mean_w z(<v_i, f_text(x_w)>), z standardising
+    each word map over positions (a deviation: the paper averages raw maps).
+    """
+    if mode not in PARSE_MODES:
+        raise ValueError(f"mode must be one of {PARSE_MODES}, got {mode!r}")
+    phrases = corpus.phrases
+    n_max = max(b - a for a, b in (ph.words for ph in phrases))
+    feats = torch.zeros(len(phrases), n_max, words.shape[2])  # (K, n, Dt)
+    keep = torch.zeros(len(phrases), n_max, dtype=torch.bool)
+    for k, ph in enumerate(phrases):
+        a, b = ph.words
+        feats[k, :b - a], keep[k, :b - a] = words[ph.caption, a:b], True
+    vi = v[torch.tensor([ph.image for ph in phrases])]  # (K, E, h, w)
+    if mode == "vector":
+        mean = feats.sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (K, Dt)
+        return torch.einsum("kehw,ke->khw", vi, heads.encode_words(mean))
+    maps = torch.einsum("kehw,kne->knhw", vi, heads.encode_words(feats)).flatten(2)
+    z = (maps - maps.mean(dim=2, keepdim=True)) / maps.std(dim=2, keepdim=True).clamp_min(1e-6)
+    z = (z * keep[..., None]).sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (K, h*w)
+    return z.view(len(phrases), *v.shape[2:])
 
 
 @torch.no_grad()
@@ -236,20 +304,27 @@ def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
                   corpus: Corpus, mode: str = "vector") -> list[tuple[float, float]]:
     """Argmax point of every phrase's map (parse ``mode``), in image pixels; v from
     :func:`project_images`."""
-    points = []
-    for ph in corpus.phrases:
-        a, b = ph.words
-        heat = phrase_map(heads, v[ph.image], words[ph.caption, a:b], mode)  # (h, w)
-        points.append(argmax_point(heat, corpus.image_hw[ph.image]))
-    return points
+    heats = phrase_heats(heads, v, words, corpus, mode)
+    return [argmax_point(h, corpus.image_hw[ph.image]) for h, ph in zip(heats, corpus.phrases)]
 
 
 @torch.no_grad()
 def caption_word_maps(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
                       image: int, caption: int, n_words: int) -> torch.Tensor:
-    """Every word's map of one caption on one image: (n_words, h, w) cosine scores."""
-    t = torch.nn.functional.normalize(heads.encode_words(words[caption, :n_words]), dim=1)
+    """Every word's map of one caption on one image: (n_words, h, w) scores m_{:,:,d}."""
+    t = heads.word_vectors(words[caption, :n_words])
     return torch.einsum("ehw,le->lhw", v[image], t)
+
+
+def word_boxes(corpus: Corpus, caption: int, n_words: int) -> list[list]:
+    """Per word of a caption, the boxes of the phrase it belongs to ([] outside phrases)."""
+    boxes: list[list] = [[] for _ in range(n_words)]
+    for ph in corpus.phrases:
+        if ph.caption == caption:
+            for w in range(*ph.words):
+                if w < n_words:
+                    boxes[w] = ph.boxes
+    return boxes
 
 
 def two_object_pairs(corpus: Corpus) -> list[tuple[int, int]]:
@@ -314,11 +389,25 @@ class Split:
     img: torch.Tensor  # (N, D, h, w) frozen dense features
     words: torch.Tensor  # (C, L, Dt) frozen word features
     mask: torch.Tensor  # (C, L)
+    text_ids: list[int] = field(default_factory=list)  # per caption, equal for equal (lowercased) texts
+    n_truncated: int = 0  # captions cut to the text context
+    n_dropped: int = 0  # phrases lost with the cut words (not pointing trials)
+
+
+def text_ids(captions: list[list[str]]) -> list[int]:
+    """One id per caption, equal exactly when the lowercased texts are equal."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(" ".join(c).lower(), len(ids)) for c in captions]
 
 
 def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
-               word_kind: str = "embedding", device: str = "cpu") -> Split:
-    """Read the first ``n_images`` of ``<root>/<split>.txt`` and compute frozen features once."""
+               word_kind: str = "embedding", device: str = "cpu",
+               too_long: str = "truncate") -> Split:
+    """Read the first ``n_images`` of ``<root>/<split>.txt`` and compute frozen features once.
+
+    Captions longer than the text context are truncated (or raise, ``too_long="error"``);
+    phrases reaching past the cut are dropped and counted in ``n_dropped``.
+    """
     ids = read_id_list(Path(root) / f"{split}.txt", "split list")[:n_images]
     records = [read_flickr30k_entities_image(root, i) for i in ids]
     if not records:
@@ -326,18 +415,42 @@ def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
     corpus = build_corpus(records)
     images = load_images(corpus.image_paths, clip.image_size)
     img = image_features(clip, images, device=device)
-    words, mask = word_features(clip, corpus.captions, word_kind, device=device)
-    return Split(corpus, images, img, words, mask)
+    words, mask = word_features(clip, corpus.captions, word_kind, device=device,
+                                too_long=too_long)
+    kept = mask.sum(dim=1).tolist()  # words with features per caption
+    n_phrases = len(corpus.phrases)
+    corpus.phrases = [ph for ph in corpus.phrases if ph.words[1] <= kept[ph.caption]]
+    n_trunc = sum(k < len(c) for k, c in zip(kept, corpus.captions))
+    return Split(corpus, images, img, words, mask, text_ids(corpus.captions), n_trunc,
+                 n_phrases - len(corpus.phrases))
+
+
+def subset_split(data: Split, images: list[int]) -> Split:
+    """The split restricted to some of its images (their captions and phrases, re-indexed):
+    how the chapter carves a validation split out of the training images."""
+    new = {i: k for k, i in enumerate(images)}
+    c = data.corpus
+    caps = [j for j, i in enumerate(c.caption_image) if i in new]
+    cap_new = {j: k for k, j in enumerate(caps)}
+    corpus = Corpus([c.image_paths[i] for i in images], [c.image_hw[i] for i in images],
+                    [c.captions[j] for j in caps], [new[c.caption_image[j]] for j in caps],
+                    [replace(ph, caption=cap_new[ph.caption], image=new[ph.image])
+                     for ph in c.phrases if ph.image in new],
+                    [c.objects[i] for i in images] if c.objects else [])
+    idx = torch.tensor(images)
+    return Split(corpus, data.images[images], data.img[idx], data.words[caps], data.mask[caps],
+                 [data.text_ids[j] for j in caps] if data.text_ids else text_ids(corpus.captions))
 
 
 def evaluate_pointing(heads: MaxImageHeads, data: Split, modes: tuple[str, ...] = ("vector",),
-                      min_box_area: float = 0.05) -> dict[str, PhrasePointing]:
+                      min_box_area: float = 0.05, area_rule: str = "union"
+                      ) -> dict[str, PhrasePointing]:
     """Per-phrase pointing game of every parse mode on a split's phrases with boxes."""
     v = project_images(heads, data.img)
     hws = [data.corpus.image_hw[p.image] for p in data.corpus.phrases]
     boxes = [p.boxes for p in data.corpus.phrases]
     return {m: phrase_pointing(phrase_points(heads, v, data.words, data.corpus, m), boxes, hws,
-                               min_box_area) for m in modes}
+                               min_box_area, area_rule=area_rule) for m in modes}
 
 
 def stratum_masks(result: PhrasePointing, corpus: Corpus) -> dict[str, np.ndarray]:
@@ -347,10 +460,12 @@ def stratum_masks(result: PhrasePointing, corpus: Corpus) -> dict[str, np.ndarra
     return {"all": np.ones_like(center), "center": center, "non-center": ~center}
 
 
-def baseline_results(data: Split, seed: int, min_box_area: float = 0.05
-                     ) -> dict[str, PhrasePointing]:
+def baseline_results(data: Split, seed: int, min_box_area: float = 0.05,
+                     area_rule: str = "union") -> dict[str, PhrasePointing]:
     """The centre-point and uniform-random-point baselines on a split's phrases."""
     hws = [data.corpus.image_hw[p.image] for p in data.corpus.phrases]
     boxes = [p.boxes for p in data.corpus.phrases]
-    return {"center": phrase_pointing([center_point(hw) for hw in hws], boxes, hws, min_box_area),
-            "random": phrase_pointing(random_points(hws, seed), boxes, hws, min_box_area)}
+    return {"center": phrase_pointing([center_point(hw) for hw in hws], boxes, hws, min_box_area,
+                                      area_rule=area_rule),
+            "random": phrase_pointing(random_points(hws, seed), boxes, hws, min_box_area,
+                                      area_rule=area_rule)}

@@ -51,8 +51,9 @@ def caption_map_widget(images: np.ndarray, choices: Sequence[tuple[int, str]],
     """The chapter's widget: pick an (image, caption) pair or type a caption.
 
     ``choices``: (image index, caption) pairs for the dropdown; ``word_maps(i, words)``
-    returns the (L, h, w) maps of those words on image i; ``boxes_of(i, words)`` the
-    ground-truth boxes per word (empty lists for a typed caption). A non-empty text box
+    returns the (L, h, w) maps of those words on image i (L may be shorter than the words
+    when the caption was cut to the text context); ``boxes_of(i, words)`` the ground-truth
+    boxes per word (not asked for a typed caption). A non-empty text box
     overrides the dropdown's caption on the dropdown's image.
     """
     from .widgets import InteractiveFigure
@@ -66,9 +67,11 @@ def caption_map_widget(images: np.ndarray, choices: Sequence[tuple[int, str]],
 
     def draw(pick: int, typed: str) -> plt.Figure:
         i, caption = choices[pick]
-        words = (typed.strip() or caption).lower().split()
+        words = (typed.strip() or caption).split()  # case kept: the tokenizer lowercases
+        maps = word_maps(i, words)
+        words = words[:len(maps)]  # a caption longer than the text context is cut
         boxes = boxes_of(i, words) if boxes_of and not typed.strip() else None
-        return plot_word_maps(images[i], words, word_maps(i, words), boxes,
+        return plot_word_maps(images[i], words, maps, boxes,
                               title=f"image {i}: " + " ".join(words))
 
     return InteractiveFigure(draw, controls)
@@ -91,5 +94,22 @@ def plot_bias_sweep(df: pd.DataFrame) -> plt.Figure:
     ax.set_xlabel("toy-world center_bias")
     ax.set_ylabel("model − baseline\n(pointing accuracy)")
     ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bias_accuracy(df: pd.DataFrame, x: str = "train_bias") -> plt.Figure:
+    """Accuracy against the toy world's centre bias: one line per numeric column of ``df``
+    other than ``x`` (mean over seeds; the model, its non-centre stratum, the floors)."""
+    if x not in df.columns:
+        raise KeyError(f"plot_bias_accuracy needs the column {x!r}")
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH * 0.6, 2.4))
+    g = df.sort_values(x)
+    for col in [c for c in g.columns if c != x and pd.api.types.is_numeric_dtype(g[c])]:
+        ax.plot(g[x], g[col], marker="o", label=col)
+    ax.set_xlabel("toy-world center_bias (training world)")
+    ax.set_ylabel("pointing accuracy")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=5)
     fig.tight_layout()
     return fig

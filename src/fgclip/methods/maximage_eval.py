@@ -1,0 +1,239 @@
+"""Chapter 1's evaluation protocol: per-phrase scores of the model and of every
+caption-blind floor, on the same phrases, ready for :func:`fgclip.verdicts.compare`.
+
+All arms are scored by the same pointing rule (:func:`fgclip.metrics.pointing.pointing_hit`)
+on the phrases the box-area filter keeps. Notation: phrase k of image i(k) with boxes B_k;
+O_i the distinct ground-truth boxes (objects) of image i; c(b) the centre of box b.
+
+* object pointer (caption-blind, toy world only: it uses boxes), its exact expectation
+  E_k = (1/|O_i|) sum_{o in O_i} hit(c(o), B_k);
+* random point, its exact expectation E_k = area(union B_k) / (H W);
+* caption-blind saliency: argmax of the image's mean map <v_{r,c}, mean_{d in D_i} t_d>,
+  D_i every word of every caption of image i (one point per image, whatever the phrase).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ..metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point,
+                                pointing_hit)
+from ..verdicts import NOT_THE_EFFECT, Falsification, Verdict, falsify
+from .maximage import MaxImageHeads
+
+Point = tuple[float, float]
+
+
+def evaluated(data, min_box_area: float, area_rule: str = "hull") -> np.ndarray:
+    """(K,) bool: the phrases the area filter keeps (the same for every arm)."""
+    c = data.corpus
+    return np.array([AREA_RULES[area_rule](ph.boxes, c.image_hw[ph.image]) >= min_box_area
+                     for ph in c.phrases])
+
+
+def hits(points: Sequence[Point], data, keep: np.ndarray) -> np.ndarray:
+    """0/1 hit per kept phrase: (n_kept,) float."""
+    c = data.corpus
+    return np.array([float(pointing_hit(p, ph.boxes, c.image_hw[ph.image]))
+                     for p, ph, k in zip(points, c.phrases, keep) if k])
+
+
+def object_pointer_expectation(data, keep: np.ndarray) -> np.ndarray:
+    """E_k = (1/|O_i|) sum_o hit(c(o), B_k) per kept phrase: the exact mean of a pointer at
+    the centre of a uniformly drawn ground-truth object of the phrase's image. (n_kept,)"""
+    c = data.corpus
+    out = []
+    for ph, k in zip(c.phrases, keep):
+        if k:
+            objs = c.objects[ph.image]
+            if not objs:
+                raise ValueError(f"image {ph.image} has no object boxes: no object pointer")
+            hw = c.image_hw[ph.image]
+            out.append(np.mean([pointing_hit(((o[0] + o[2]) / 2, (o[1] + o[3]) / 2), ph.boxes, hw)
+                                for o in objs]))
+    return np.array(out, dtype=float)
+
+
+def random_point_expectation(data, keep: np.ndarray) -> np.ndarray:
+    """E_k = area(union B_k) / (H W): a uniform random point's hit probability. (n_kept,)"""
+    c = data.corpus
+    return np.array([box_coverage(ph.boxes, c.image_hw[ph.image])
+                     for ph, k in zip(c.phrases, keep) if k])
+
+
+def object_pointer_points(data, seed: int) -> list[Point]:
+    """One seeded draw of the object pointer: the centre of a random object of the image."""
+    rng = np.random.default_rng(seed)
+    c = data.corpus
+    out = []
+    for ph in c.phrases:
+        o = c.objects[ph.image][rng.integers(len(c.objects[ph.image]))]
+        out.append(((o[0] + o[2]) / 2, (o[1] + o[3]) / 2))
+    return out
+
+
+def own_box_points(data) -> list[Point]:
+    """An oracle's points: the centre of the phrase's largest box."""
+    out = []
+    for ph in data.corpus.phrases:
+        b = max(ph.boxes, key=lambda b: (b[2] - b[0]) * (b[3] - b[1]))
+        out.append(((b[0] + b[2]) / 2, (b[1] + b[3]) / 2))
+    return out
+
+
+def mix_points(base: Sequence[Point], planted: Sequence[Point], rate: float, seed: int
+               ) -> list[Point]:
+    """A planted arm: each phrase takes ``planted[k]`` with probability ``rate``, else
+    ``base[k]`` (seeded). Positive controls use it to plant an effect of known size."""
+    if not 0.0 <= rate <= 1.0 or len(base) != len(planted):
+        raise ValueError(f"need rate in [0, 1] and equal lengths, got {rate}, {len(base)}, {len(planted)}")
+    take = np.random.default_rng(seed).random(len(base)) < rate
+    return [p if t else b for b, p, t in zip(base, planted, take)]
+
+
+@torch.no_grad()
+def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data) -> list[Point]:
+    """Caption-blind saliency per phrase: the argmax of its image's mean map
+    <v_{r,c}, mean_{d in D_i} t_d> (mean of all word maps of all the image's captions)."""
+    c = data.corpus
+    t = heads.word_vectors(data.words)  # (C, L, E)
+    m = data.mask[..., None].float()
+    n_img = len(c.image_hw)
+    idx = torch.tensor(c.caption_image)
+    tsum = torch.zeros(n_img, t.shape[2]).index_add_(0, idx, (t * m).sum(dim=1))
+    cnt = torch.zeros(n_img).index_add_(0, idx, m.sum(dim=(1, 2)))
+    heat = torch.einsum("nehw,ne->nhw", v, tsum / cnt.clamp_min(1)[:, None])  # (N, h, w)
+    per_image = [argmax_point(heat[i], c.image_hw[i]) for i in range(n_img)]
+    return [per_image[ph.image] for ph in c.phrases]
+
+
+def in_centre_cells(points: Sequence[Point], hws: Sequence[tuple[int, int]],
+                    grid: tuple[int, int]) -> np.ndarray:
+    """1[the map cell of point p touches the image centre]: the 2x2 middle cells of an even
+    grid, the middle cell of an odd one. (n,) float."""
+    gh, gw = grid
+    out = []
+    for (x, y), (h, w) in zip(points, hws):
+        j, i = min(int(x * gw / w), gw - 1), min(int(y * gh / h), gh - 1)
+        out.append(abs((j + 0.5) * w / gw - w / 2) <= w / (2 * gw) + 1e-9
+                   and abs((i + 0.5) * h / gh - h / 2) <= h / (2 * gh) + 1e-9)
+    return np.array(out, dtype=float)
+
+
+def centre_points(data) -> list[Point]:
+    """The centre baseline's point for every phrase."""
+    return [center_point(data.corpus.image_hw[ph.image]) for ph in data.corpus.phrases]
+
+
+def shuffled_caption_image(caption_image: Sequence[int], seed: int) -> list[int]:
+    """Captions dealt to images at random (a seeded permutation of the caption -> image
+    links; each image keeps its number of captions): nothing about where words are
+    can be learned, the positive control of the grounding test."""
+    perm = np.random.default_rng(seed).permutation(len(caption_image))
+    return [int(caption_image[j]) for j in perm]
+
+
+def falsify_unless(test: Verdict, positive: Verdict, negative: Verdict, effect: str
+                   ) -> Falsification:
+    """:func:`fgclip.verdicts.falsify` whose negative control passes when its verdict is
+    anything but ``effect`` (the effect must not show; the arm may be worse)."""
+    return falsify(test, positive, negative, effect=effect, negative_expect=NOT_THE_EFFECT)
+
+
+def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]], corpus
+                     ) -> np.ndarray:
+    """Per pair (a, b) of phrases of one caption: 1[both head nouns land on their own
+    objects]. (n_pairs,) float; cluster the pairs by ``corpus.phrases[a].image``."""
+    out = []
+    for a, b in pairs:
+        hw = corpus.image_hw[corpus.phrases[a].image]
+        out.append(pointing_hit(points[a], corpus.phrases[a].boxes, hw)
+                   and pointing_hit(points[b], corpus.phrases[b].boxes, hw))
+    return np.array(out, dtype=float)
+
+
+@torch.no_grad()
+def model_points(heads: MaxImageHeads, data, mode: str = "vector") -> list[Point]:
+    """The heads' argmax point for every phrase of a split (parse ``mode``)."""
+    from ..train.maximage import phrase_points, project_images
+
+    return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode)
+
+
+def grid_of(data) -> tuple[int, int]:
+    """(h, w) of the frozen feature grid of a split."""
+    return tuple(data.img.shape[2:])
+
+
+def centre_share(points: Sequence[Point], data, keep: np.ndarray) -> np.ndarray:
+    """Per kept phrase 1[its point lies in the centre cells] (:func:`in_centre_cells`)."""
+    c = data.corpus
+    hws = [c.image_hw[ph.image] for ph in c.phrases]
+    return in_centre_cells(points, hws, grid_of(data))[keep]
+
+
+def random_draw_points(data, seed: int) -> list[Point]:
+    """One seeded draw of the random-point baseline, one uniform point per phrase."""
+    from ..metrics.pointing import random_points
+
+    c = data.corpus
+    return random_points([c.image_hw[ph.image] for ph in c.phrases], seed)
+
+
+def arm_scores(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray,
+               mode: str = "vector") -> np.ndarray:
+    """(n_seeds, n_kept) 0/1 hits of one trained arm, one row per seed's heads."""
+    return np.stack([hits(model_points(h, data, mode), data, keep) for h in heads_per_seed])
+
+
+def floor_scores(data, keep: np.ndarray, seeds: Sequence[int],
+                 heads_per_seed: Sequence[MaxImageHeads]) -> dict[str, np.ndarray]:
+    """Every caption-blind floor as (n_seeds, n_kept) scores on the kept phrases: centre
+    point, object pointer and random point (exact expectations, repeated over seeds), one
+    random draw per seed, and each seed's caption-blind saliency (:func:`saliency_points`)."""
+    from ..train.maximage import project_images
+
+    rep = lambda x: np.tile(x, (len(seeds), 1))  # noqa: E731  (deterministic arm)
+    return {"centre point": rep(hits(centre_points(data), data, keep)),
+            "object pointer": rep(object_pointer_expectation(data, keep)),
+            "random point": rep(random_point_expectation(data, keep)),
+            "random point (one draw)": np.stack([hits(random_draw_points(data, s), data, keep)
+                                                 for s in seeds]),
+            "caption-blind saliency": np.stack([hits(saliency_points(
+                h, project_images(h, data.img), data), data, keep) for h in heads_per_seed])}
+
+
+def non_centre(data, keep: np.ndarray) -> np.ndarray:
+    """(n_kept,) bool: the kept phrases none of whose boxes contains the image centre."""
+    return ~np.array([ph.center for ph, k in zip(data.corpus.phrases, keep) if k])
+
+
+def kept_images(data, keep: np.ndarray) -> np.ndarray:
+    """(n_kept,) image index of each kept phrase: the bootstrap's clusters."""
+    return np.array([ph.image for ph, k in zip(data.corpus.phrases, keep) if k])
+
+
+def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[MaxImageHeads],
+                 own, own_keep: np.ndarray, zero, zero_keep: np.ndarray, mode: str):
+    """The centre-bias test of models trained at ``bias``: per seed, accuracy on their own
+    world's test (all and non-centre phrases) beside its centre and object-pointer floors,
+    accuracy on the bias-0 test (cross-evaluation) and the share of argmaxes there in the
+    centre cells. Returns (rows, hits on bias 0 (S, K0), centre share on bias 0 (S, K0),
+    the points on bias 0 per seed)."""
+    nc, znc = non_centre(own, own_keep), non_centre(zero, zero_keep)
+    centre = hits(centre_points(own), own, own_keep).mean()
+    objp = object_pointer_expectation(own, own_keep).mean()
+    zpts = [model_points(h, zero, mode) for h in heads_per_seed]
+    on_zero = np.stack([hits(p, zero, zero_keep) for p in zpts])
+    share = np.stack([centre_share(p, zero, zero_keep) for p in zpts])
+    rows = []
+    for j, (s, h) in enumerate(zip(seeds, heads_per_seed)):
+        acc = hits(model_points(h, own, mode), own, own_keep)
+        rows.append({"train_bias": bias, "seed": s, "model": acc.mean(),
+                     "model, non-centre": acc[nc].mean(), "centre point": centre,
+                     "object pointer": objp, "model on bias-0 test": on_zero[j].mean(),
+                     "… non-centre": on_zero[j][znc].mean(),
+                     "centre-cell share on bias-0 test": share[j].mean()})
+    return rows, on_zero, share, zpts

@@ -1,0 +1,210 @@
+"""Chapter 1's protocol pieces: caption-blind floors, false-negative masks, equal-step
+training, the dot score, the hull filter, truncation of long captions, the planted arms."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fgclip import verdicts
+from fgclip.losses.ranking import npair_loss, same_text_mask, triplet_loss
+from fgclip.methods import maximage_eval as ev
+from fgclip.methods.maximage import MaxImageHeads, phrase_map
+from fgclip.metrics.pointing import box_coverage, hull_coverage, phrase_pointing
+from fgclip.train.maximage import (Corpus, PhraseItem, Split, TrainConfig, phrase_heats,
+                                   project_images, subset_split, text_ids, train_heads)
+
+S = torch.tensor([[0.9, 0.5, 0.1],
+                  [0.6, 0.4, 0.3],
+                  [0.2, 0.8, 0.7]])
+
+
+def test_same_text_mask_removes_exactly_the_false_negatives():
+    same = same_text_mask(torch.tensor([5, 7, 5]))
+    assert same.tolist() == [[False, False, True], [False, False, False], [True, False, False]]
+    # with captions 0 and 2 reading the same, the loss is the one of the 2x2 problems left
+    sub_rows = npair_loss(S, 1.0, same)
+    by_hand = 0.0
+    for i, negs in ((0, [1]), (1, [0, 2]), (2, [1])):
+        row = sum(float(np.exp(S[i, j] - S[i, i])) for j in negs)
+        col = sum(float(np.exp(S[j, i] - S[i, i])) for j in negs)
+        by_hand += np.log1p(row) + np.log1p(col)
+    assert sub_rows.item() == pytest.approx(float(by_hand) / 6, rel=1e-5)
+    assert npair_loss(S, 1.0, torch.zeros(3, 3, dtype=torch.bool)).item() == \
+        pytest.approx(npair_loss(S, 1.0).item())
+    # hardest triplet: image 2's hardest negative was caption 1 (0.8) either way; image 0's
+    # candidates shrink to caption 1; an anchor with no negative left contributes 0
+    all_same = same_text_mask(torch.tensor([1, 1, 1]))
+    assert triplet_loss(S, 0.2, "hardest", all_same).item() == 0.0
+    assert triplet_loss(S, 0.2, "semi-hard", all_same).item() == 0.0
+    with pytest.raises(ValueError, match="same"):
+        npair_loss(S, 1.0, torch.zeros(2, 2, dtype=torch.bool))
+
+
+def test_text_ids_ignore_case():
+    assert text_ids([["A", "star"], ["a", "star"], ["a", "moon"]]) == [0, 0, 1]
+
+
+def _planted(n, k, seed):
+    g = torch.Generator().manual_seed(seed)
+    img = torch.nn.functional.normalize(torch.randn(n, 8, 4, 4, generator=g), dim=1)
+    labels = torch.randint(k, (n,), generator=g)
+    words = torch.nn.functional.one_hot(labels, k).float()[:, None, :]
+    return img, words, torch.ones(n, 1, dtype=torch.bool), labels
+
+
+def test_equal_steps_masking_and_dot_score_train():
+    img, words, mask, labels = _planted(40, 4, 0)
+    cfg = TrainConfig(epochs=50, batch_size=8, embed_dim=8, steps=7)
+    heads, history = train_heads(img, words, mask, list(range(40)), cfg)
+    assert len(history) == 2  # 5 batches per pass: 7 steps need 2 passes
+    dot = TrainConfig(epochs=1, batch_size=8, embed_dim=8, score="dot", mask_same_text=True)
+    heads, history = train_heads(img, words, mask, list(range(40)), dot, labels.tolist())
+    assert heads.score == "dot" and np.isfinite(history).all()
+    v = project_images(heads, img)
+    assert not torch.allclose(v.norm(dim=1), torch.ones(1))  # raw dot products, Eq. (1)
+    with pytest.raises(ValueError, match="caption_text"):
+        train_heads(img, words, mask, list(range(40)), TrainConfig(mask_same_text=True))
+    with pytest.raises(ValueError, match="score"):
+        MaxImageHeads(8, 4, 8, score="l1")
+
+
+def _split():
+    # image 0 (40x40): objects A (0,0,10,10), B (20,20,40,40); image 1: one object C
+    a, b, c = (0.0, 0.0, 10.0, 10.0), (20.0, 20.0, 40.0, 40.0), (5.0, 5.0, 35.0, 35.0)
+    phrases = [PhraseItem(0, 0, (0, 2), "a star", [a], False),
+               PhraseItem(0, 0, (3, 5), "a moon", [b], True),
+               PhraseItem(1, 1, (0, 2), "a ring", [c], True)]
+    corpus = Corpus([Path("x"), Path("y")], [(40, 40), (40, 40)],
+                    [["a", "star", "and", "a", "moon"], ["a", "ring"]], [0, 1], phrases,
+                    [[a, b], [c]])
+    g = torch.Generator().manual_seed(0)
+    words = torch.randn(2, 5, 6, generator=g)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    return Split(corpus, np.zeros((2, 40, 40, 3), np.uint8), torch.randn(2, 8, 4, 4, generator=g),
+                 words, mask, [0, 1])
+
+
+def test_caption_blind_floors_by_hand():
+    data = _split()
+    keep = ev.evaluated(data, 0.05, "hull")
+    assert keep.tolist() == [True, True, True]
+    # phrase 0: object centres (5,5) in A, (30,30) not: 1/2; phrase 1 likewise; image 1: 1
+    assert ev.object_pointer_expectation(data, keep).tolist() == [0.5, 0.5, 1.0]
+    assert ev.random_point_expectation(data, keep) == pytest.approx([100 / 1600, 400 / 1600, 900 / 1600])
+    assert ev.hits(ev.centre_points(data), data, keep).tolist() == [0.0, 1.0, 1.0]
+    draws = np.mean([ev.hits(ev.object_pointer_points(data, s), data, keep) for s in range(400)], axis=0)
+    assert draws == pytest.approx([0.5, 0.5, 1.0], abs=0.08)
+    assert ev.hits(ev.own_box_points(data), data, keep).tolist() == [1.0, 1.0, 1.0]
+    # centre cells of a 4x4 grid on 40x40: cells with centres at 15 or 25 on both axes
+    share = ev.in_centre_cells([(15.0, 25.0), (5.0, 25.0), (20.0, 20.0)], [(40, 40)] * 3, (4, 4))
+    assert share.tolist() == [1.0, 0.0, 1.0]
+
+
+def test_saliency_is_caption_blind_and_heats_match_phrase_map():
+    data = _split()
+    torch.manual_seed(0)
+    heads = MaxImageHeads(8, 6, 8)
+    pts = ev.saliency_points(heads, project_images(heads, data.img), data)
+    assert pts[0] == pts[1]  # same image, same point, whatever the phrase
+    v = project_images(heads, data.img)
+    for mode in ("vector", "maps"):
+        heats = phrase_heats(heads, v, data.words, data.corpus, mode)
+        for k, ph in enumerate(data.corpus.phrases):
+            ref = phrase_map(heads, v[ph.image], data.words[ph.caption, ph.words[0]:ph.words[1]], mode)
+            torch.testing.assert_close(heats[k], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_subset_split_reindexes_captions_and_phrases():
+    data = _split()
+    sub = subset_split(data, [1])
+    assert sub.corpus.caption_image == [0] and sub.corpus.captions == [["a", "ring"]]
+    assert [(p.caption, p.image, p.text) for p in sub.corpus.phrases] == [(0, 0, "a ring")]
+    assert sub.img.shape[0] == 1 and sub.words.shape[0] == 1 and sub.corpus.objects == [data.corpus.objects[1]]
+
+
+def test_hull_filter_keeps_what_the_union_skips():
+    boxes = [(0.0, 0.0, 4.0, 4.0), (16.0, 16.0, 20.0, 20.0)]  # two 4x4 corners of a 20x20 image
+    assert box_coverage(boxes, (20, 20)) == pytest.approx(32 / 400)
+    assert hull_coverage(boxes, (20, 20)) == pytest.approx(1.0)
+    big = [(0.0, 0.0, 20.0, 10.0)]
+    args = ([(1.0, 1.0), (1.0, 1.0)], [boxes, big], [(20, 20)] * 2)
+    union = phrase_pointing(*args, min_box_area=0.1)
+    hull = phrase_pointing(*args, min_box_area=0.1, area_rule="hull")
+    assert union.hits == [None, True] and hull.hits == [True, True]
+    with pytest.raises(ValueError, match="area_rule"):
+        phrase_pointing(*args, area_rule="convex")
+
+
+def test_falsify_unless_and_mix_points():
+    rng = np.random.default_rng(0)
+    base = rng.random((3, 200)) < 0.5
+    up = verdicts.compare(np.ones((3, 200)), base, claim="up", arms=("x", "y"), unit="u")
+    down = verdicts.compare(base * 0.0, base, claim="down", arms=("x", "y"), unit="u")
+    f = ev.falsify_unless(up, up, down, verdicts.A_BETTER)
+    assert f.positive_passed and f.negative_passed and f.conclusion == up.outcome
+    g = ev.falsify_unless(up, down, up, verdicts.A_BETTER)
+    assert not g.controls_pass and g.conclusion == verdicts.CANNOT_DECIDE
+    pts = ev.mix_points([(0.0, 0.0)] * 1000, [(1.0, 1.0)] * 1000, 0.25, seed=1)
+    assert 0.2 < np.mean([p == (1.0, 1.0) for p in pts]) < 0.3
+    perm = ev.shuffled_caption_image([0, 0, 1, 1, 2], seed=0)
+    assert sorted(perm) == [0, 0, 1, 1, 2]
+
+
+def test_long_and_cased_captions_are_cut_and_counted(tmp_path):
+    from fgclip.models import create_clip
+    from fgclip.train.maximage import word_features
+
+    clip = create_clip("toy-vit", pretrained="toy")
+    long = ("A man in a blue shirt " * 20).split()
+    feats, mask = word_features(clip, [long, ["A", "Red", "star"]], "contextual",
+                                too_long="truncate")
+    kept = mask.sum(dim=1).tolist()
+    assert kept[1] == 3 and 0 < kept[0] < len(long)
+    with pytest.raises(ValueError, match="longer than the text context"):
+        word_features(clip, [long], "contextual")
+    low, _ = word_features(clip, [["a", "red", "star"]], "contextual")
+    torch.testing.assert_close(feats[1, :3], low[0, :3])  # the tokenizer lowercases
+
+
+def test_widget_takes_cased_choices_and_cut_captions():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fgclip.viz.localization import caption_map_widget
+
+    seen = []
+
+    def maps(i, words):
+        return torch.rand(min(len(words), 4), 8, 8)
+
+    def boxes(i, words):
+        seen.append(words)
+        return [[] for _ in words]
+
+    w = caption_map_widget(np.zeros((1, 64, 64, 3), np.uint8), [(0, "A Man in a blue shirt")],
+                           maps, boxes)
+    w.redraw()
+    assert seen == [["A", "Man", "in", "a"]]  # case kept, cut to the maps' length
+    plt.close("all")
+
+
+def test_floor_scores_word_boxes_and_bias_records_shapes():
+    from fgclip.train.maximage import word_boxes
+
+    data = _split()
+    keep = ev.evaluated(data, 0.05, "hull")
+    torch.manual_seed(0)
+    heads = [MaxImageHeads(8, 6, 8) for _ in range(2)]
+    floors = ev.floor_scores(data, keep, [0, 1], heads)
+    assert all(x.shape == (2, 3) for x in floors.values())
+    assert floors["object pointer"][1].tolist() == [0.5, 0.5, 1.0]
+    assert ev.kept_images(data, keep).tolist() == [0, 0, 1]
+    assert ev.non_centre(data, keep).tolist() == [True, False, False]
+    rows, on_zero, share, pts = ev.bias_records(0.0, [0, 1], heads, data, keep, data, keep, "vector")
+    assert len(rows) == 2 and on_zero.shape == share.shape == (2, 3) and len(pts) == 2
+    assert rows[0]["object pointer"] == pytest.approx(2 / 3)
+    assert word_boxes(data.corpus, 0, 5) == [[(0.0, 0.0, 10.0, 10.0)]] * 2 + [[]] + \
+        [[(20.0, 20.0, 40.0, 40.0)]] * 2

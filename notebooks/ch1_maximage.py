@@ -331,10 +331,10 @@ display(verdicts.verdict_table(headline + variants))
 # %%
 scores["planted grounding"] = np.stack([ev.hits(ev.mix_points(
     ev.object_pointer_points(test, s), ev.own_box_points(test), planted_rate, s), test, keep) for s in seeds])
-grounding = ev.falsify_unless(
+grounding = verdicts.falsify(
     headline[2], vs("planted grounding", "object pointer", "planted grounding vs object pointer"),
     vs("N-Pair, shuffled captions", "object pointer", "shuffled captions vs object pointer"),
-    verdicts.A_BETTER)
+    negative_expect=verdicts.NOT_THE_EFFECT)
 display(verdicts.verdict_table([grounding.test, grounding.positive, grounding.negative]))
 print(grounding.sentence())
 
@@ -444,12 +444,12 @@ if len(bias_table):
     planted_prior = np.stack([ev.centre_share(ev.mix_points(p, ev.centre_points(zero), planted_rate, s),
                                               zero, zkeep) for p, s in zip(zero_pts, seeds)])
     top = max(on_zero)
-    centre_test = ev.falsify_unless(
+    centre_test = verdicts.falsify(
         zv(f"trained at bias {top}", "own-box oracle", share_zero[top], oracle,
            "more argmaxes in the centre cells on the bias-0 test"),
         zv("planted centre prior", "own-box oracle", planted_prior, oracle, "planted centre prior"),
         zv("trained at bias 0.0", "own-box oracle", share_zero[0.0], oracle, "trained at bias 0"),
-        verdicts.A_BETTER)
+        negative_expect=verdicts.NOT_THE_EFFECT)
     display(verdicts.verdict_table(cross + [centre_test.test, centre_test.positive,
                                             centre_test.negative]))
     print(centre_test.sentence())

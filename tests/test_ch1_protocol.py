@@ -136,14 +136,14 @@ def test_hull_filter_keeps_what_the_union_skips():
         phrase_pointing(*args, area_rule="convex")
 
 
-def test_falsify_unless_and_mix_points():
+def test_negative_control_on_anything_but_the_effect_and_mix_points():
     rng = np.random.default_rng(0)
     base = rng.random((3, 200)) < 0.5
     up = verdicts.compare(np.ones((3, 200)), base, claim="up", arms=("x", "y"), unit="u")
     down = verdicts.compare(base * 0.0, base, claim="down", arms=("x", "y"), unit="u")
-    f = ev.falsify_unless(up, up, down, verdicts.A_BETTER)
+    f = verdicts.falsify(up, up, down, negative_expect=verdicts.NOT_THE_EFFECT)
     assert f.positive_passed and f.negative_passed and f.conclusion == up.outcome
-    g = ev.falsify_unless(up, down, up, verdicts.A_BETTER)
+    g = verdicts.falsify(up, down, up, negative_expect=verdicts.NOT_THE_EFFECT)
     assert not g.controls_pass and g.conclusion == verdicts.CANNOT_DECIDE
     pts = ev.mix_points([(0.0, 0.0)] * 1000, [(1.0, 1.0)] * 1000, 0.25, seed=1)
     assert 0.2 < np.mean([p == (1.0, 1.0) for p in pts]) < 0.3

@@ -20,7 +20,6 @@ import torch
 
 from ..metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point,
                                 pointing_hit)
-from ..verdicts import NOT_THE_EFFECT, Falsification, Verdict, falsify
 from .maximage import MaxImageHeads
 
 Point = tuple[float, float]
@@ -133,13 +132,6 @@ def shuffled_caption_image(caption_image: Sequence[int], seed: int) -> list[int]
     can be learned, the positive control of the grounding test."""
     perm = np.random.default_rng(seed).permutation(len(caption_image))
     return [int(caption_image[j]) for j in perm]
-
-
-def falsify_unless(test: Verdict, positive: Verdict, negative: Verdict, effect: str
-                   ) -> Falsification:
-    """:func:`fgclip.verdicts.falsify` whose negative control passes when its verdict is
-    anything but ``effect`` (the effect must not show; the arm may be worse)."""
-    return falsify(test, positive, negative, effect=effect, negative_expect=NOT_THE_EFFECT)
 
 
 def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]], corpus

@@ -334,3 +334,14 @@ def test_error_message_fields_and_pickling():
     again = pickle.loads(pickle.dumps(err))
     assert (str(again), again.line, again.field) == (str(err), 3, "x")
     assert re.match(r"a/b\.txt:3", str(again))
+
+
+def test_scale_boxes_follows_a_stretch_resize():
+    from fgclip.datasets.boxes import scale_boxes
+
+    # a 300 x 600 (H x W) photo stretched to 224 x 224: x scales by 224/600, y by 224/300
+    assert scale_boxes([(60.0, 30.0, 600.0, 300.0)], (300, 600), (224, 224))[0] == approx(
+        (22.4, 22.4, 224.0, 224.0))
+    assert scale_boxes([], (10, 10), (5, 5)) == []
+    with pytest.raises(ValueError, match="from_hw"):
+        scale_boxes([(0, 0, 1, 1)], (0, 10), (5, 5))

@@ -9,21 +9,10 @@ from pathlib import Path
 import pytest
 
 from fgclip.datasets import read_coco_split
-from fgclip.datasets.samples import build_real_layouts
 from fgclip.runner import run_chapter
 
-N_IMAGES = 12  # six per split
-
-
-@pytest.fixture(scope="module")
-def layouts(tmp_path_factory):
-    return build_real_layouts(tmp_path_factory.mktemp("real"), n_images=N_IMAGES, seed=0)
-
-
-def run(chapter: str, params: dict, tmp_path: Path) -> dict:
-    os.environ.pop("FGCLIP_STATIC_WIDGETS", None)  # the runner itself must make widgets static
-    out = run_chapter(chapter, params, runs_dir=tmp_path)
-    return json.loads((out / "results.json").read_text())
+from conftest import N_REAL_IMAGES as N_IMAGES
+from conftest import run_through_runner as run
 
 
 def test_the_sample_layouts_hold_real_photos_of_varied_shape(layouts):
@@ -41,21 +30,6 @@ def test_ch0_on_real_coco_with_a_real_architecture(layouts, tmp_path):
     assert results["n_images"] == N_IMAGES // 2  # every image of the split, no more
     metrics = results["metrics"]["ViT-B-32 (none)"]
     assert 0.0 <= metrics["i2t_R@1"] <= 1.0 and metrics["i2t_R@10"] == 1.0  # 6 candidates
-
-
-@pytest.fixture(scope="module")
-def plans(tmp_path_factory):
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import gpu_check
-
-    work = tmp_path_factory.mktemp("plans")
-    layouts = build_real_layouts(work / "real", n_images=gpu_check.N_IMAGES, seed=0)
-    plans = gpu_check.plan(layouts, work, "cpu")
-    for params in plans.values():
-        params.pop("precision", None)  # the chapter's own default (auto) on this machine
-    return plans
 
 
 def test_ch2_on_real_foil_with_a_real_architecture(plans, tmp_path):

@@ -50,3 +50,19 @@ def check_box(box: Box, width: float, height: float, path: str | os.PathLike, fi
         raise DatasetFormatError(path, f"box {box} lies outside the {width}x{height} image",
                                  field=field)
     return clipped
+
+
+def scale_boxes(boxes: list[Box] | tuple[Box, ...], from_hw: tuple[int, int],
+                to_hw: tuple[int, int]) -> list[Box]:
+    """Boxes of an image of size ``from_hw = (H, W)`` in the pixels of the same image
+    resized (stretched, not cropped) to ``to_hw = (H', W')``: x scales by W'/W, y by H'/H.
+
+    Drawing a box read from the annotation file on a resized image needs this; a box drawn
+    in the original pixels lands in the wrong place on any image that is not already at
+    ``to_hw``.
+    """
+    (h, w), (h2, w2) = from_hw, to_hw
+    if min(h, w, h2, w2) <= 0:
+        raise ValueError(f"image sizes must be positive, got from_hw={from_hw}, to_hw={to_hw}")
+    sx, sy = w2 / w, h2 / h
+    return [(x0 * sx, y0 * sy, x1 * sx, y1 * sy) for x0, y0, x1, y1 in boxes]

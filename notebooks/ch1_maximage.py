@@ -50,7 +50,7 @@ seed: int = 0  # the first seed; every trained arm uses seed, seed + 1, ...
 n_seeds: int = 3  # training seeds per arm (verdicts pair arms seed by seed) [at least 1]
 device: str = "cpu"
 precision: str = "auto"  # head training: "auto" (bf16 where the device runs it natively, else fp32), "fp32" (the reference) or "bf16"
-data_root: str = "../data/ch1/flickr30k_entities"  # toy export goes here; or a real Flickr30K Entities root
+data_root: str = "../data/ch1/flickr30k_entities"  # toy exports are cached under it, one folder per world, seed and size; or a real Flickr30K Entities root
 model: str = "toy-vit"  # frozen CLIP: a toy config or an open_clip name such as ViT-B-32, RN50
 pretrained: str = "toy"  # toy: the committed checkpoint; or a checkpoint path, or openai
 train_split: str = "train"
@@ -91,9 +91,9 @@ from fgclip.methods import maximage_eval as ev
 from fgclip.models import create_clip
 from fgclip.reporting import found_box, seed_table, write_results
 from fgclip.seeding import seed_everything
-from fgclip.toyworld import ToyWorldConfig, generate
-from fgclip.toyworld.export import export_flickr30k_entities, write_toyworld_meta
-from fgclip.train.maximage import (TrainConfig, caption_word_maps, head_word_points, load_split,
+from fgclip.toyworld import ToyWorldConfig
+from fgclip.toyworld.export import load_toyworld_meta
+from fgclip.train.maximage import (TrainConfig, caption_word_maps, flickr_data_root, head_word_points, load_split,
                                    make_heads, project_images, subset_split, train_heads,
                                    two_object_pairs, word_boxes, word_features as text_features)
 from fgclip.viz import set_style
@@ -162,22 +162,29 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # The toy world is exported in Flickr30K Entities' own format (sentences with
 # `[/EN#id/type ...]` markup, XML boxes) and read back through the same reader a user
 # points at the real dataset. A phrase may have several boxes; a phrase with no box is
-# not a pointing trial. The last `n_val` training images are the validation split: every
+# not a pointing trial. The export is cached under `data_root` in a folder named after the
+# world, seed and sizes that made it (a rerun with other values gets its own data); a
+# `data_root` that already holds the dataset is read as it is, and nothing is written
+# beside it. The last `n_val` training images are the validation split: every
 # choice the chapter makes is made there, never on the test split. Captions longer than
 # the text context are cut to it, and phrases past the cut are dropped and counted.
+#
+# What stays in memory is sized for the real dataset. Image features are computed a chunk
+# of images at a time and only the test images keep their pixels (for the figures); word
+# features are stored ragged (a `WordBank`: one row per distinct word, no padding to the
+# longest caption). At the `gpu-full` sizes with ViT-B-32 that is about 3.0 GB of image
+# features (29,783 training images × 512 channels × 7 × 7 positions × 4 bytes), about
+# 3.8 GB of word features (149k captions of about 12.5 words × 512 × 4 bytes) and 0.15 GB of
+# test pixels: a peak near 7 GB of host memory, against about 24 GB for the word tensor alone
+# when every caption is padded to the longest one.
 
 # %%
-def export_world(path: Path, cfg: ToyWorldConfig, n_tr: int, n_te: int) -> Path:
-    if not (path / f"{test_split}.txt").is_file():
-        for split, n in ((train_split, n_tr), (test_split, n_te)):
-            export_flickr30k_entities(generate(cfg, n, seed=seed, split=split), path, split)
-        write_toyworld_meta(path, cfg, seed)
-    return path
-
-
 def load_world(path: Path, n_tr: int, n_te: int, clip_=None):
-    full = load_split(clip_ or clip, path, train_split, n_tr, word_features, device)
+    full = load_split(clip_ or clip, path, train_split, n_tr, word_features, device, keep_images=False)
     n_fit = len(full.images) - n_val
+    if n_fit < 2:
+        raise ValueError(f"n_val={n_val} leaves {n_fit} of the {len(full.images)} images read from "
+                         f"{train_split!r} for training; lower n_val or raise n_train")
     return (subset_split(full, list(range(n_fit))),
             subset_split(full, list(range(n_fit, len(full.images)))),
             load_split(clip_ or clip, path, test_split, n_te, word_features, device))
@@ -185,7 +192,10 @@ def load_world(path: Path, n_tr: int, n_te: int, clip_=None):
 
 world = ToyWorldConfig()
 clip = create_clip(model, pretrained=pretrained, device=device)
-fit, val, test = load_world(export_world(Path(data_root), world, n_train, n_test), n_train, n_test)
+sizes = {train_split: n_train, test_split: n_test}
+root = flickr_data_root(data_root, world, seed, sizes)  # data_root itself, or the toy export of these values
+is_toy = load_toyworld_meta(root) is not None
+fit, val, test = load_world(root, n_train, n_test)
 print(f"fit {len(fit.images)} / validation {len(val.images)} / test {len(test.images)} images; "
       f"{len(test.corpus.phrases)} test phrases with boxes; captions cut to the context: "
       f"{test.n_truncated} (phrases dropped: {test.n_dropped})")
@@ -228,7 +238,7 @@ def run(seed_: int, data=None, caption_image=None, **kw):
                                 mask_same_text=mask_same_text, seed=seed_, device=device,
                                 precision=precision), **kw})
     data = data or fit
-    return train_heads(data.img, data.words, data.mask, caption_image or data.corpus.caption_image,
+    return train_heads(data.img, data.words, None, caption_image or data.corpus.caption_image,
                        cfg, data.text_ids)[0].cpu()
 
 
@@ -241,7 +251,7 @@ models = {(arm, s): run(s, **kw) for arm in ARMS for s in seeds for kw in [ARMS[
 for s in seeds:
     models[("N-Pair, shuffled captions", s)] = run(
         s, caption_image=ev.shuffled_caption_image(fit.corpus.caption_image, s))
-    models[("untrained heads", s)] = make_heads(fit.img.shape[1], fit.words.shape[2], embed_dim,
+    models[("untrained heads", s)] = make_heads(fit.img.shape[1], fit.words.dim, embed_dim,
                                                 s, score)
 
 # %% [markdown]
@@ -281,7 +291,7 @@ scores = {arm: ev.arm_scores([models[(arm, s)] for s in seeds], test, keep, pars
 scores |= ev.floor_scores(test, keep, seeds, [models[("N-Pair MaxImage", s)] for s in seeds])
 if model.startswith("toy"):  # a real open_clip model at random init would take too long here
     torch.manual_seed(seed)
-    rfit, _, rtest = load_world(Path(data_root), n_train, n_test,
+    rfit, _, rtest = load_world(root, n_train, n_test,
                                 create_clip(model, pretrained=None, device=device))
     scores["random-init CLIP + trained heads"] = ev.arm_scores([run(s, rfit) for s in seeds],
                                                                rtest, keep, parse)
@@ -355,7 +365,7 @@ examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
 for c in examples[:2]:
     i, words = test.corpus.caption_image[c], test.corpus.captions[c]
     fig = plot_word_maps(test.images[i], words, caption_word_maps(main, v_test, test.words, i, c, len(
-        words)), word_boxes(test.corpus, c, len(words)))
+        words)), word_boxes(test.corpus, c, len(words), to_hw=test.images.shape[1:3]))
 
 # %% [markdown]
 # ## Try it
@@ -375,7 +385,7 @@ def typed_maps(i: int, words: list[str]) -> torch.Tensor:
 
 def choice_boxes(i: int, words: list[str]) -> list[list]:
     c = caption_of.get((i, " ".join(words).lower()))
-    return word_boxes(test.corpus, c, len(words)) if c is not None else [[] for _ in words]
+    return word_boxes(test.corpus, c, len(words), test.images.shape[1:3]) if c is not None else [[] for _ in words]
 
 
 choices = [(test.corpus.caption_image[c], " ".join(test.corpus.captions[c])) for c in examples]
@@ -418,12 +428,13 @@ print(sel_v.sentence())
 
 # %%
 bias_rows, on_zero, share_zero, cross, centre_test = [], {}, {}, [], None
-for bias in sorted(bias_levels) if model.startswith("toy") and 0.0 in bias_levels else []:
+bias_cache = Path(data_root) if root != Path(data_root) else root / "bias-worlds"  # never beside real data
+for bias in sorted(bias_levels) if is_toy and model.startswith("toy") and 0.0 in bias_levels else []:
     if bias == world.center_bias and (bias_n_train, bias_n_test) == (n_train, n_test):
         bfit, btest, bmodels = fit, test, [models[(M, s)] for s in seeds]
     else:
-        bfit, _, btest = load_world(export_world(Path(data_root).parent / f"bias-{bias:.2f}", replace(
-            world, center_bias=bias), bias_n_train, bias_n_test), bias_n_train, bias_n_test)
+        bfit, _, btest = load_world(flickr_data_root(bias_cache, replace(world, center_bias=bias), seed, {
+            train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test)
         bmodels = [run(s, bfit) for s in seeds]
     zero, zkeep = (btest, ev.evaluated(btest, min_box_area, area_rule)) if bias == 0.0 else (zero, zkeep)
     rows, on_zero[bias], share_zero[bias], zpts = ev.bias_records(
@@ -501,7 +512,9 @@ bullets += [v.sentence() for v in cross + batch_v] + ([centre_test.sentence()] i
 display(found_box(f"What we found (seeds {seeds}, {len(images)} test phrases in "
                   f"{len(set(images))} images)", bullets))
 write_results(results_path, {
-    "seeds": seeds, "n_test_phrases": len(images), "parse": parse,
+    "seeds": seeds, "n_test_phrases": len(images), "parse": parse, "data_root": str(root),
+    "n_images": {"fit": len(fit.images), "val": len(val.images), "test": len(test.images)},
+    "n_test_captions": len(test.corpus.captions),
     "selection": selection.to_dict(orient="records"),
     "pointing": {a: float(x.mean()) for a, x in scores.items()},
     "verdicts": headline + variants + [sel_v] + cross + batch_v,

@@ -89,7 +89,6 @@ results_path: str = ""  # set by `python -m fgclip run`: where the headline numb
 
 # %%
 import time
-from pathlib import Path
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -107,10 +106,11 @@ from fgclip.methods.cluster_clip import cluster_clip_embeddings
 from fgclip.models import create_clip
 from fgclip.reporting import found_box, write_results
 from fgclip.seeding import seed_everything
-from fgclip.toyworld import ToyWorldConfig, generate
-from fgclip.toyworld.export import export_coco, load_toyworld_meta
-from fgclip.train.for_folds import (acceptance, category_folds, choose_k, novel_matrix, score_rows,
-                                    teacher_arms, train_and_embed, vocabulary_scaled_tau)
+from fgclip.toyworld import ToyWorldConfig
+from fgclip.toyworld.export import load_toyworld_meta
+from fgclip.train.for_folds import (acceptance, category_folds, choose_k, coco_root, data_facts, data_sentence,
+                                    novel_matrix, open_vocabulary, score_rows, teacher_arms, train_and_embed,
+                                    vocabulary_scaled_tau)
 from fgclip.train.sumclip import encode_frozen, label_matrix, load_images, targets_from
 from fgclip.viz import set_style
 from fgclip.viz.retrieval import make_retrieval_draw
@@ -133,21 +133,21 @@ print(f"seeds={seeds}, folds={n_folds}, model={model}, pretrained={pretrained}, 
 # fold is novel once, its labels unseen in training, while the others are base. Novel
 # objects are in the training images, as in the paper, but their labels are never used.
 # On real data the vocabulary file is used as it is: no evaluation name is appended.
+#
+# If `data_root` holds both COCO splits (real COCO, or an earlier export), it is read as
+# it is; otherwise the toy world goes into a subfolder of `data_root` named after the
+# world, seed and sizes that made it, so a rerun with another seed or size gets its own
+# images.
 
 # %%
-root = Path(data_root)
-world = ToyWorldConfig()
-for split, n in ((train_split, n_train), (eval_split, n_eval)):
-    if not (root / "annotations" / f"instances_{split}.json").is_file():
-        export_coco(generate(world, n, seed=seed, split=split), root, split, world, seed)
+root = coco_root(data_root, {train_split: n_train, eval_split: n_eval}, ToyWorldConfig(), seed)
+meta = load_toyworld_meta(root)  # None on real data
+vocab = open_vocabulary(meta, vocabulary_file)  # real data: checked here, before any image or model loads
 train_records = read_coco_split(root, train_split, captions=False)[:n_train]
 eval_records = read_coco_split(root, eval_split, captions=False)[:n_eval]
 for split, recs, n in ((train_split, train_records, n_train), (eval_split, eval_records, n_eval)):
     if len(recs) < n:
         raise ValueError(f"{root} split {split!r} has {len(recs)} images, fewer than the {n} asked for")
-meta = load_toyworld_meta(root)
-vocab = meta["open_vocabulary"] if meta is not None else [
-    v.strip() for v in Path(vocabulary_file).read_text().split("\n") if v.strip()]
 categories = sorted({c for r in train_records + eval_records for c in r.labels})
 if base_categories:
     categories = [c for c in categories if c in set(base_categories) | set(novel_categories)]
@@ -156,7 +156,7 @@ clip = create_clip(model, pretrained=pretrained, device=device)
 size = None if meta is not None else clip.image_size  # real photos: resized, not cropped
 train_images = load_images([r.image_path for r in train_records], size)
 eval_images = load_images([r.image_path for r in eval_records], size)
-print(f"{len(train_records)} training and {len(eval_records)} gallery images; {len(categories)} categories, "
+print(f"{root}: {len(train_records)} training and {len(eval_records)} gallery images; {len(categories)} categories, "
       f"open vocabulary of {len(vocab)} names")
 display(pd.DataFrame({"novel categories": [", ".join(f) for f in folds],
                       "of them in the vocabulary": [sum(c in vocab for c in f) for f in folds]}))
@@ -182,7 +182,7 @@ logit_scale = clip.model.logit_scale.exp().item()
 vocab_text = encode_texts(clip, [prompt.format(v) for v in vocab]).cpu()
 query_text = encode_texts(clip, [prompt.format(c) for c in categories]).cpu()
 relevant = label_matrix([r.labels & set(categories) for r in eval_records], categories).T  # (C, I)
-truth = label_matrix([r.labels & set(vocab) for r in train_records], vocab)  # complete ground truth
+truth = label_matrix([r.labels & set(vocab) for r in train_records], vocab)  # complete on the toy, annotated on real data
 perm = np.random.default_rng(seed).permutation(len(train_records))
 held = torch.as_tensor(np.sort(perm[:max(2, round(holdout_fraction * len(perm)))]))
 train_idx = torch.as_tensor(np.sort(perm[len(held):]))
@@ -214,8 +214,10 @@ memory, eval_memory = train_feats.memory.select(train_idx), eval_feats.memory
 # $\tau$ is chosen on the validation images by the F1 of accepted labels against the base
 # labels; the paper's fixed $\tau = 5\times10^{-4}$ and the same value scaled to our
 # vocabulary, $\tau\cdot 21843/V$, are arms. Two oracle-style arms use the toy world's
-# complete ground truth, which no real user has: the teacher's wrong labels removed, and
-# a **planted teacher** that gives every image its correct names (the positive control).
+# complete ground truth, which no real user has (on real data they use the annotations,
+# which miss every present but unannotated vocabulary name): the teacher's wrong labels
+# removed, and a **planted teacher** that gives every image its correct names (the
+# positive control).
 # Its **shuffled** twin gives each image another image's correct names (the negative
 # control). A last arm removes the fold's novel names from the teacher's vocabulary.
 
@@ -368,7 +370,7 @@ print(fals.sentence())
 # Type a name (a drawn shape, or a never-drawn vocabulary name, to see what the model does
 # with a query that has no answer): the top images by max similarity under the last FOR
 # head trained above, each with the winning query's attention over the map; white boxes
-# are the toy ground truth.
+# are the annotated objects.
 
 # %%
 name_to_text = {c: t for c, t in zip(categories, query_text)}
@@ -381,7 +383,8 @@ def encode_name(name):
 
 
 draw = make_retrieval_draw(encode_name, for_emb, for_attn, eval_images, tuple(eval_feats.dense.shape[-2:]),
-                           labels=[r.labels for r in eval_records], boxes=[r.boxes for r in eval_records])
+                           labels=[r.labels for r in eval_records], boxes=[r.boxes for r in eval_records],
+                           box_sizes=[(r.height, r.width) for r in eval_records])  # boxes scaled to the shown images
 widget = InteractiveFigure(draw, {"name": widgets.Text(value=for_novel[0], description="object"),
                                   "k": widgets.IntSlider(value=5, min=2, max=8, description="top k")})
 widget.show()
@@ -391,13 +394,16 @@ widget.show()
 
 # %%
 fixed = taus.loc["fixed τ (paper)"]
-bullets = [v.sentence() for v in headline[:2] + [v_forget, v_sup] + others] + [fals.sentence()]
+facts = data_facts(meta is not None, categories, folds, vocab, eval_feats.dense.shape[-2:])
+bullets = [data_sentence(facts)] + [v.sentence() for v in headline[:2] + [v_forget, v_sup] + others]
+bullets.append(fals.sentence())
 bullets.append(f"The paper's fixed τ accepts {fixed['accepted/image']:.1f} of {len(vocab)} names per image "
                f"(precision {fixed['precision']:.3f})" + ("; an arm that accepts most of the vocabulary cannot "
                "decide anything about the threshold, so it was not trained" if fixed["share of vocabulary"] >= 0.5
                else "") + f". The vocabulary-scaled τ = {tau_scaled:.3g} accepts {taus.loc['τ scaled to V', 'accepted/image']:.1f} "
                f"(precision {taus.loc['τ scaled to V', 'precision']:.3f}), the held-out τ "
-               f"{taus.loc['held-out τ', 'accepted/image']:.1f} (precision {taus.loc['held-out τ', 'precision']:.3f}).")
+               f"{taus.loc['held-out τ', 'accepted/image']:.1f} (precision {taus.loc['held-out τ', 'precision']:.3f}); "
+               f"precision is measured against {facts['precision_against']}.")
 bullets.append("Speed: `benchmarks/bench_for.py` times backbone, head and clustering per map size "
                "(benchmarks/results/for.json); this chapter makes no speed claim.")
 display(found_box(f"What we found ({len(folds)} folds x seeds {seeds}, {len(train_idx)} training and "
@@ -407,5 +413,5 @@ write_results(results_path, {
     "n_eval": len(eval_records), "verdicts": headline + [v_sup, v_forget] + others + [positive, negative],
     "controls": [fals], "selection": selection, "tau_acceptance": taus.to_dict(orient="index"),
     "tau_fixed_undecidable": bool(fixed["share of vocabulary"] >= 0.5), "metrics": table.to_dict(orient="index"),
-    "train_s": t_train, "wall_s": time.perf_counter() - t_start,
+    "data": facts, "found": bullets, "train_s": t_train, "wall_s": time.perf_counter() - t_start,
 }, chapter="ch3")

@@ -53,13 +53,13 @@ seed: int = 0  # every random choice below (data, splits, masks, initialisations
 n_seeds: int = 3  # training seeds seed, seed+1, ...: each draws its own masks, initialisation and batches [at least 1]
 device: str = "cpu"
 precision: str = "auto"  # head training: "auto" (bf16 where the device runs it natively, else fp32), "fp32" (the reference) or "bf16"
-data_root: str = "../data/ch4"  # toy world exported here when empty; or a real COCO root / VOCdevkit
+data_root: str = "../data/ch4"  # a real COCO root / VOCdevkit, read as it is; otherwise the toy world is exported into a subfolder keyed by seed and sizes
 data_format: str = "coco"  # "coco" (instances JSON via pycocotools) or "voc" (Pascal VOC XML)
 difficult: str = "ignore"  # VOC objects marked difficult: "ignore" (the references) or "positive"
 train_split: str = "train"  # e.g. "train2014" for real COCO, "trainval" for VOC2007
 test_split: str = "test"  # e.g. "val2014" for real COCO, "test" for VOC2007
-n_train: int = 1000  # toy scenes exported for training (ignored for real data) [> 0]
-n_test: int = 500  # toy scenes exported for testing (ignored for real data) [> 0]
+n_train: int = 1000  # training images: toy scenes exported, or a seeded sample of a real split (0: the whole real split) [at least 0]
+n_test: int = 500  # test images: toy scenes exported, or a seeded sample of a real split (0: the whole real split) [at least 0]
 model: str = "toy-rn"  # the frozen CLIP: "toy-rn" (ResNet, as the paper), "toy-vit", or an open_clip name such as "RN101"
 pretrained: str = "toy"  # "toy", a checkpoint path, or e.g. "openai"
 cache_dir: str = "../data/ch4/cache"  # frozen-CLIP features are computed once and kept here
@@ -160,26 +160,30 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # %% [markdown]
 # ## Data: the toy world as COCO JSON and as Pascal VOC XML
 #
-# The toy world is exported in both formats into `data_root` (when it is not there yet) and
-# read back through the real readers; the labels of an image are the categories present.
-# The two readers must agree image by image (`fgclip.train.decoupling_study.prepare_data`
-# checks it). A real COCO or VOC root goes through the same reader chosen by `data_format`;
-# VOC objects marked `difficult` are ignored in the labels by default, as the reference
+# A `data_root` that holds a COCO or VOC split is read as it is (nothing is written into
+# it). Otherwise the toy world is exported in both formats into a subfolder of `data_root`
+# named after the world, seed and sizes that made it, so another seed or size gets its own
+# data, and read back through the real readers; the two readers must agree image by image
+# (`fgclip.train.decoupling_study.prepare_data` checks it). The labels of an image are the
+# categories present. A real split holding more images than `n_train` / `n_test` is
+# subsampled with `seed` (0 keeps the whole split); one holding fewer is an error. VOC
+# objects marked `difficult` are ignored in the labels by default, as the reference
 # protocols do (`difficult = "positive"` counts them).
 
 # %%
-root = Path(data_root)
-data, class_names, labels = prepare_data(root, data_format, {train_split: n_train, test_split: n_test},
-                                         seed, difficult)
-print(f"{len(class_names)} categories; train {len(labels[train_split])} images, test "
+root, data, class_names, labels = prepare_data(  # root: the folder actually read
+    data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
+    size_names={train_split: "n_train", test_split: "n_test"})
+print(f"read {root}: {len(class_names)} categories; train {len(labels[train_split])} images, test "
       f"{len(labels[test_split])}; labels per image {(labels[train_split] == 1).sum(1).mean():.2f} on average")
 
 # %% [markdown]
 # ## Frozen features, computed once
 #
 # The image encoder never changes, so its dense map $f$ and pooled feature are computed
-# once per split and cached under a name that encodes the model, the data root, the split
-# and the transform. Images are resized to a square without cropping, as the reference
+# once per split and cached under a name that encodes the model, the folder read, the split
+# and the transform; the cache is reused only while every image file has the same name,
+# size and modification time. Images are resized to a square without cropping, as the reference
 # protocols do (HCP-MLR-PL, DualCoOp), so the feature grid covers the whole image, which
 # is what the pointing game and the overlays assume. The text encoder, in contrast, runs
 # at every training step, because the prompts being learned pass through it.
@@ -283,7 +287,7 @@ order = ["zero-shot", "untrained init", "logistic regression", *TRAINED]
 table = seed_table(runs, ["variant", "known"], ["mAP on p", "mAP on s"]).unstack("known").loc[order]
 display(table)
 mean_p = runs.groupby(["variant", "known"])["mAP on p"].mean().unstack("known").loc[order]
-fig = plot_map_vs_proportion(mean_p, title=f"toy world, mAP on p, mean of {n_seeds} seeds")
+fig = plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean of {n_seeds} seeds")
 
 # %% [markdown]
 # How to read the table. The paper's numbers (average mAP 81.7 on COCO, 78.3 at 10% known)
@@ -424,9 +428,10 @@ bullets = [v.sentence() for v in [*summary, *test_v.values(), v_point]] + [
     "the paper's \"known labels only\" holds for the loss terms, not for the scores.",
     f"Seeds {seeds}; {len(fit_idx)} fit / {len(val_idx)} validation / {len(y_test)} test images.",
 ]
-display(found_box(f"What we found ({n_seeds} seeds, toy CLIP {model})", bullets))
+display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretrained}), {root.name})", bullets))
 write_results(results_path, {
-    "seeds": seeds, "model": model, "n_fit": len(fit_idx), "n_val": len(val_idx), "n_test": len(y_test),
+    "seeds": seeds, "model": model, "categories": class_names, "n_train": len(labels[train_split]),
+    "n_fit": len(fit_idx), "n_val": len(val_idx), "n_test": len(y_test),
     "mAP": runs.to_dict(orient="records"), "selection": selection.to_dict(orient="records"),
     "gradients": grads.to_dict(orient="index"), "diagnostic": diag,
     "verdicts": all_v, "controls": controls, "same_verdict_across_proportions": same,

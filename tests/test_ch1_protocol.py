@@ -12,7 +12,7 @@ from fgclip.methods import maximage_eval as ev
 from fgclip.methods.maximage import MaxImageHeads, phrase_map
 from fgclip.metrics.pointing import box_coverage, hull_coverage, phrase_pointing
 from fgclip.train.maximage import (Corpus, PhraseItem, Split, TrainConfig, phrase_heats,
-                                   project_images, subset_split, text_ids, train_heads)
+                                   WordBank, project_images, subset_split, text_ids, train_heads)
 
 S = torch.tensor([[0.9, 0.5, 0.1],
                   [0.6, 0.4, 0.3],
@@ -82,7 +82,7 @@ def _split():
     words = torch.randn(2, 5, 6, generator=g)
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
     return Split(corpus, np.zeros((2, 40, 40, 3), np.uint8), torch.randn(2, 8, 4, 4, generator=g),
-                 words, mask, [0, 1])
+                 WordBank.from_dense(words, mask), [0, 1])
 
 
 def test_caption_blind_floors_by_hand():
@@ -111,7 +111,7 @@ def test_saliency_is_caption_blind_and_heats_match_phrase_map():
     for mode in ("vector", "maps"):
         heats = phrase_heats(heads, v, data.words, data.corpus, mode)
         for k, ph in enumerate(data.corpus.phrases):
-            ref = phrase_map(heads, v[ph.image], data.words[ph.caption, ph.words[0]:ph.words[1]], mode)
+            ref = phrase_map(heads, v[ph.image], data.words.caption(ph.caption)[ph.words[0]:ph.words[1]], mode)
             torch.testing.assert_close(heats[k], ref, rtol=1e-4, atol=1e-5)
 
 
@@ -120,7 +120,7 @@ def test_subset_split_reindexes_captions_and_phrases():
     sub = subset_split(data, [1])
     assert sub.corpus.caption_image == [0] and sub.corpus.captions == [["a", "ring"]]
     assert [(p.caption, p.image, p.text) for p in sub.corpus.phrases] == [(0, 0, "a ring")]
-    assert sub.img.shape[0] == 1 and sub.words.shape[0] == 1 and sub.corpus.objects == [data.corpus.objects[1]]
+    assert sub.img.shape[0] == 1 and len(sub.words) == 1 and sub.corpus.objects == [data.corpus.objects[1]]
 
 
 def test_hull_filter_keeps_what_the_union_skips():
@@ -208,3 +208,54 @@ def test_floor_scores_word_boxes_and_bias_records_shapes():
     assert rows[0]["object pointer"] == pytest.approx(2 / 3)
     assert word_boxes(data.corpus, 0, 5) == [[(0.0, 0.0, 10.0, 10.0)]] * 2 + [[]] + \
         [[(20.0, 20.0, 40.0, 40.0)]] * 2
+    h, w = data.corpus.image_hw[data.corpus.caption_image[0]]
+    drawn = word_boxes(data.corpus, 0, 5, to_hw=(2 * h, w // 2))  # a stretched image array
+    assert drawn[0] == [pytest.approx((0.0, 0.0, 10.0 * (w // 2) / w, 20.0))] and drawn[2] == []
+
+
+def test_word_bank_is_ragged_and_pads_each_batch_to_its_own_longest_caption():
+    from fgclip.models import create_clip
+    from fgclip.train.maximage import word_features
+
+    clip = create_clip("toy-vit", pretrained="toy")
+    caps = [["a", "red", "star"], ["a", "blue", "moon", "above", "a", "star"], ["a", "red", "star"], ["ring"]]
+    dense, mask = word_features(clip, caps, "contextual")
+    bank = word_features(clip, caps, "contextual", ragged=True)
+    assert bank.lengths.tolist() == [3, 6, 3, 1] and bank.dim == dense.shape[2]
+    assert len(bank.rows) == 10  # equal captions share their rows: 3 + 6 + 1, not 13
+    assert bank.starts[0] == bank.starts[2]
+    feats, m = bank.padded([0, 3])  # (2, 3, Dt): padded to this batch's longest caption only
+    assert feats.shape[:2] == (2, 3) and m.tolist() == [[True] * 3, [True, False, False]]
+    torch.testing.assert_close(feats[m], dense[[0, 3]][mask[[0, 3]]])
+    assert float(feats[1, 1:].abs().sum()) == 0.0  # padding is zero
+    for c in range(4):
+        torch.testing.assert_close(bank.caption(c), dense[c, :len(caps[c])])
+    again = WordBank.from_dense(dense, mask)
+    torch.testing.assert_close(again.padded(range(4))[0], dense)
+    caption, rows = bank[[1, 3]].words_in_order()
+    assert caption.tolist() == [0] * 6 + [1] and torch.equal(bank.rows[rows][-1], bank.caption(3)[0])
+    with pytest.raises(ValueError, match="WordBank needs"):
+        WordBank(torch.zeros(3, 2), torch.zeros(2, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+
+
+def test_flickr_data_root_is_keyed_by_world_seed_and_size(tmp_path):
+    import json
+    from dataclasses import replace
+
+    from fgclip.toyworld import ToyWorldConfig
+    from fgclip.train.maximage import flickr_data_root
+
+    world = ToyWorldConfig()
+    a = flickr_data_root(tmp_path, world, 0, {"train": 3, "test": 2})
+    assert flickr_data_root(tmp_path, world, 0, {"train": 3, "test": 2}) == a  # made once
+    b = flickr_data_root(tmp_path, world, 1, {"train": 3, "test": 2})
+    c = flickr_data_root(tmp_path, world, 0, {"train": 4, "test": 2})
+    d = flickr_data_root(tmp_path, replace(world, center_bias=0.9), 0, {"train": 3, "test": 2})
+    assert len({a, b, c, d}) == 4 and all(p.parent == tmp_path for p in (a, b, c, d))
+    assert json.loads((b / "toyworld.json").read_text())["seed"] == 1
+    assert len((c / "train.txt").read_text().split()) == 4
+    sentences = lambda p: [f.read_text() for f in sorted((p / "Sentences").iterdir())]
+    assert sentences(a) != sentences(b)  # another seed, other scenes
+    before = sorted(p.relative_to(a) for p in a.rglob("*"))
+    assert flickr_data_root(a, world, 5, {"train": 3, "test": 2}) == a  # holds the dataset: read as is
+    assert sorted(p.relative_to(a) for p in a.rglob("*")) == before

@@ -8,7 +8,7 @@ from fgclip.methods.maximage import pair_scores
 from fgclip.metrics.pointing import argmax_point
 from fgclip.train.maximage import (Corpus, PhraseItem, TrainConfig, caption_word_maps,
                                    evaluate_pointing, load_split, make_heads, project_images,
-                                   selectivity, stratum_masks, train_heads, two_object_pairs,
+                                   selectivity, stratum_masks, train_heads, two_object_pairs, WordBank,
                                    word_features)
 
 
@@ -28,9 +28,9 @@ def _planted(n_images: int, n_classes: int, seed: int):
 
 def _hit_rate(heads, img, words, cells):
     v = project_images(heads, img)
-    hits = []
+    hits, bank = [], WordBank.from_dense(words, torch.ones(words.shape[:2], dtype=torch.bool))
     for i in range(len(img)):
-        heat = caption_word_maps(heads, v, words, i, i, 1)[0]
+        heat = caption_word_maps(heads, v, bank, i, i, 1)[0]
         hits.append(int(heat.flatten().argmax()) == int(cells[i]))
     return float(np.mean(hits))
 
@@ -107,9 +107,11 @@ def test_pipeline_on_a_small_toy_export(tmp_path):
     clip = create_clip("toy-vit", pretrained="toy")
     data = load_split(clip, tmp_path, "test", 12, "contextual")
     assert data.img.shape == (12, 128, 8, 8) and data.images.shape == (12, 64, 64, 3)
-    assert data.words.shape[:2] == data.mask.shape
-    assert data.mask.sum(dim=1).tolist() == [len(c) for c in data.corpus.captions]
-    heads = make_heads(128, data.words.shape[2], 16, seed=0)
+    assert data.words.lengths.tolist() == [len(c) for c in data.corpus.captions]
+    lean = load_split(clip, tmp_path, "test", 12, "contextual", keep_images=False, chunk=5)
+    assert lean.images.shape == (12, 0, 0, 3)  # no pixels kept; features computed in chunks of 5
+    torch.testing.assert_close(lean.img, data.img)
+    heads = make_heads(128, data.words.dim, 16, seed=0)
     res = evaluate_pointing(heads, data, ("vector", "maps"), min_box_area=0.0)
     for r in res.values():
         assert r.n_evaluated == len(data.corpus.phrases) and 0.0 <= r.accuracy <= 1.0

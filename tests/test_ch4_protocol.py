@@ -176,10 +176,13 @@ def test_square_transform_keeps_the_whole_image_and_cache_key(tmp_path):
     assert a != feature_cache_path(tmp_path, "m", "w", tmp_path / "a", "coco", "train", pre)
     calls = []
     enc = lambda p: calls.append(1) or (torch.zeros(len(p), 2, 1, 1), torch.zeros(len(p), 2))  # noqa: E731
-    cached_features(a, ["x", "y"], enc)
-    cached_features(a, ["x", "y"], enc)
+    files = [tmp_path / "x.png", tmp_path / "y.png"]
+    for f in files:
+        img.save(f)
+    cached_features(a, files, enc)
+    cached_features(a, files, enc)
     assert len(calls) == 1
-    cached_features(a, ["x"], enc)  # other files: recomputed
+    cached_features(a, files[:1], enc)  # other files: recomputed
     assert len(calls) == 2
 
 

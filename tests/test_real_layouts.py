@@ -41,6 +41,33 @@ def test_ch2_on_real_foil_with_a_real_architecture(plans, tmp_path):
 
 
 def test_ch3_on_real_coco_with_a_real_architecture(plans, tmp_path):
-    results = run("ch3", plans["ch3"], tmp_path)
+    params = plans["ch3"]
+    results = run("ch3", params, tmp_path)
     assert results["n_eval"] == 20 and results["n_train"] + results["n_val"] == 20
     assert results["verdicts"]
+    # every sentence about the data comes from the data: no toy-world wording on real COCO
+    facts, found = results["data"], results["found"]
+    names = [v.strip() for v in open(params["vocabulary_file"]).read().splitlines() if v.strip()]
+    assert facts["data"].startswith("real") and "lower bound" in facts["precision_against"]
+    assert facts["novel_per_fold"] == [len(params["novel_categories"])]
+    assert facts["novel_in_vocabulary"] == sum(c in names for c in params["novel_categories"])
+    assert facts["vocabulary_size"] == len(names)
+    h, w = facts["grid"]
+    assert f"{h}x{w}" in found[0] and f"{facts['vocabulary_size']}-name" in found[0]
+    assert not any("toy" in b.lower() for b in found)
+    assert any(facts["precision_against"] in b for b in found)  # the τ bullet's precision is qualified
+
+
+def test_ch1_on_real_flickr30k_entities_with_a_real_architecture(plans, tmp_path):
+    """Cased captions, one caption longer than the text context (cut, its late phrase dropped
+    and counted), the word-map figures and the "Try it" widget cell on real photos."""
+    params = plans["ch1"]
+    results = run("ch1", params, tmp_path)
+    n_split = 20  # gpu_check.N_IMAGES // 2 photos per split
+    assert results["n_images"] == {"fit": n_split - params["n_val"], "val": params["n_val"], "test": n_split}
+    assert results["n_test_captions"] == 2 * n_split + 1  # the split's first image has the long caption
+    assert results["truncated_captions"] == 1 and results["dropped_phrases"] == 1
+    assert results["data_root"] == params["data_root"]  # read as it is: no toy export beside it
+    assert sorted(p.name for p in Path(params["data_root"]).iterdir()) == [
+        "Annotations", "Sentences", "flickr30k-images", "test.txt", "train.txt"]
+    assert results["verdicts"] and results["bias_sweep"] == []

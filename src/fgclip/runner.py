@@ -260,7 +260,7 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
     out = Path(runs_dir) / chapter / stamp
     out.mkdir(parents=True)
     checked["results_path"] = str((out / "results.json").resolve())
-    for key in ("data_root", "pretrained"):  # paths are the caller's, not the notebook folder's
+    for key in ("data_root", "pretrained", "vocabulary_file", "glove_path", "cache_dir"):  # the caller's paths
         if checked.get(key) == defaults.get(key):
             continue  # a default stays relative to the notebook
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():

@@ -122,7 +122,7 @@ def write_voc(root: Path, split: str, crops: list[Image.Image], seed: int, first
 FLICKR_SENTENCES = (
     ("[/EN#{a}/people A man] in [/EN#{b}/clothing a blue shirt] stands near [/EN#{c}/other a wall] .", 3),
     ("[/EN#{a}/people Two young guys] look at [/EN#{b}/other the camera] while [/EN#{c}/scene the sun] sets .", 3),
-    ("[/EN#{a}/people Someone] is " + "walking slowly along the long quiet road " * 7 + "with [/EN#{b}/animals a dog] .", 2),
+    ("[/EN#{a}/people Someone] is " + "walking slowly along the long quiet road " * 11 + "with [/EN#{b}/animals a dog] .", 2),
 )
 
 

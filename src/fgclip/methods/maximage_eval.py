@@ -97,12 +97,13 @@ def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data) -> list[Point]:
     """Caption-blind saliency per phrase: the argmax of its image's mean map
     <v_{r,c}, mean_{d in D_i} t_d> (mean of all word maps of all the image's captions)."""
     c = data.corpus
-    t = heads.word_vectors(data.words)  # (C, L, E)
-    m = data.mask[..., None].float()
+    bank = data.words
+    caption_of_word, rows = bank.words_in_order()  # (W,), (W,)
+    t = heads.word_vectors(bank.rows)[rows]  # (W, E)
     n_img = len(c.image_hw)
-    idx = torch.tensor(c.caption_image)
-    tsum = torch.zeros(n_img, t.shape[2]).index_add_(0, idx, (t * m).sum(dim=1))
-    cnt = torch.zeros(n_img).index_add_(0, idx, m.sum(dim=(1, 2)))
+    idx = torch.tensor(c.caption_image)[caption_of_word]  # (W,) the image of each word
+    tsum = torch.zeros(n_img, t.shape[1]).index_add_(0, idx, t)
+    cnt = torch.zeros(n_img).index_add_(0, idx, torch.ones(len(idx)))
     heat = torch.einsum("nehw,ne->nhw", v, tsum / cnt.clamp_min(1)[:, None])  # (N, h, w)
     per_image = [argmax_point(heat[i], c.image_hw[i]) for i in range(n_img)]
     return [per_image[ph.image] for ph in c.phrases]

@@ -237,19 +237,35 @@ def feature_cache_path(cache_dir, model: str, pretrained: str, data_root, data_f
     return Path(cache_dir) / f"{Path(model).stem}_{Path(str(pretrained)).stem}_{split}_{digest}.pt"
 
 
+def files_fingerprint(paths: list) -> str:
+    """SHA-1 over each file's path, size and modification time (ns): it changes when a file
+    is added, removed, renamed or rewritten. Size and mtime, not a content hash: a stat per
+    file costs nothing on 120k COCO images, while hashing would read every byte on every run."""
+    import hashlib
+    import os
+
+    h = hashlib.sha1()
+    for p in paths:
+        st = os.stat(p)
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, torch.Tensor]:
-    """(dense, pooled) from ``path`` when it holds features of exactly these image files
-    (loaded once), else ``encode(paths)``, saved to ``path``."""
+    """(dense, pooled) from ``path`` when it holds features of exactly these image files as
+    they are now (:func:`files_fingerprint`: names, sizes, mtimes), else ``encode(paths)``,
+    saved to ``path``. The transform and model are in ``path`` (:func:`feature_cache_path`)."""
     from pathlib import Path
 
     path, names = Path(path), [str(p) for p in paths]
+    fingerprint = files_fingerprint(names)
     if path.is_file():
         blob = torch.load(path)
-        if blob.get("files") == names:
+        if blob.get("files") == names and blob.get("fingerprint") == fingerprint:
             return blob["features"]
     feats = encode(paths)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"files": names, "features": feats}, path)
+    torch.save({"files": names, "fingerprint": fingerprint, "features": feats}, path)
     return feats
 
 
@@ -325,7 +341,7 @@ def pointing_hits(attention: list[np.ndarray], objects: list, hws: list, class_n
     return np.array(att_hits, float), np.array(centre, float), np.array([i for i, _ in trials])
 
 
-# --- data: the toy world exported (when absent), read back through the real readers ----
+# --- data: a real root read as it is, or the toy world exported into a keyed cache folder ----
 
 DIFFICULT = ("ignore", "positive")
 
@@ -350,50 +366,85 @@ def label_matrix(objects: list, class_names: list[str], difficult: list | None =
     return y
 
 
-def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
-                 difficult: str = "ignore"):
-    """Export the toy world into ``root`` (COCO JSON + VOC XML) when no data is there (or
-    the toy export has other sizes), read every split of ``sizes`` with the reader of
-    ``data_format`` and, for the toy export, check that both readers agree on the labels.
+def holds_detection_data(root, splits) -> bool:
+    """True when ``root`` holds a COCO instances file or a VOC2007 ImageSets list of any of
+    ``splits`` (a real dataset or an earlier export): then it is read as it is."""
+    from pathlib import Path
 
-    Returns data[split] = (image paths, [(category, box)] per image, (h, w) per image),
-    the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
+    root = Path(root)
+    return any((root / "annotations" / f"instances_{s}.json").is_file()
+               or (root / "VOC2007" / "ImageSets" / "Main" / f"{s}.txt").is_file() for s in splits)
+
+
+def subsample(n_have: int, n_want: int, seed: int, split: str, param: str) -> np.ndarray:
+    """Sorted indices of a seeded uniform draw of ``n_want`` of a split's ``n_have`` images
+    (all of them when ``n_want`` is 0 or equals ``n_have``); the draw follows (seed, split).
+    Raises ValueError naming ``param`` when the split holds fewer images than asked."""
+    import zlib
+
+    if n_want < 0:
+        raise ValueError(f"{param} must be at least 0, got {n_want}")
+    if n_want > n_have:
+        raise ValueError(f"{param}={n_want} but split {split!r} holds only {n_have} images; "
+                         f"set {param} to at most {n_have} (0: the whole split)")
+    if n_want in (0, n_have):
+        return np.arange(n_have)
+    rng = np.random.default_rng([seed, zlib.crc32(split.encode())])
+    return np.sort(rng.choice(n_have, size=n_want, replace=False))
+
+
+def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
+                 difficult: str = "ignore", size_names: dict[str, str] | None = None):
+    """Read every split of ``sizes`` with the reader of ``data_format``.
+
+    ``root`` holding a dataset (:func:`holds_detection_data`) is read as it is and never
+    written to; otherwise the toy world (COCO JSON + VOC XML + toyworld.json) is exported
+    once into ``root/toy-<digest>/``, keyed by world, seed and sizes
+    (:func:`fgclip.toyworld.cache.toy_export`). A split holding more images than asked is
+    subsampled (:func:`subsample`, seeded by ``seed``); fewer raises, naming the parameter
+    (``size_names[split]``, e.g. "n_train"). On a toy export both readers must agree.
+
+    Returns the folder read, data[split] = (image paths, [(category, box)] per image,
+    (h, w) per image), the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
     """
     from pathlib import Path
 
     from ..datasets import read_detection_split
     from ..datasets.voc import read_voc
     from ..toyworld import ToyWorldConfig, generate
+    from ..toyworld.cache import toy_export
     from ..toyworld.export import export_coco, export_voc, write_toyworld_meta
 
-    root = Path(root)
-    first = next(iter(sizes))
-    coco_file = root / "annotations" / f"instances_{first}.json"
-    voc_dir = root / "VOC2007" / "ImageSets" / "Main"
-    toy = (root / "toyworld.json").is_file()
-    stale = toy and (voc_dir / f"{first}.txt").is_file() and any(
-        len((voc_dir / f"{s}.txt").read_text().split()) != n for s, n in sizes.items())
-    if stale or (not coco_file.is_file() and not (voc_dir / f"{first}.txt").is_file()):
-        world = ToyWorldConfig()
+    size_names = size_names or {s: f"the size of split {s!r}" for s in sizes}
+    world = ToyWorldConfig()
+
+    def export(folder: Path) -> None:
         for split, n in sizes.items():
+            if n <= 0:
+                raise ValueError(f"{size_names[split]} must be > 0 for the toy export, got {n}")
             scenes = generate(world, n, seed=seed, split=split)
-            export_coco(scenes, root, split, world, seed)
-            export_voc(scenes, root, split)
-        write_toyworld_meta(root, world, seed)
-        toy = True
-    data = {s: read_detection_split(root, s, data_format) for s in sizes}
-    if toy:  # the toy export has both formats: they must agree
+            export_coco(scenes, folder, split, world, seed)
+            export_voc(scenes, folder, split)
+        write_toyworld_meta(folder, world, seed)
+
+    folder = toy_export(root, lambda r: holds_detection_data(r, sizes), export,
+                        world=world, seed=seed, sizes=sizes)
+    data = {s: read_detection_split(folder, s, data_format) for s in sizes}
+    keep = {s: subsample(len(data[s][0]), n, seed, s, size_names[s]) for s, n in sizes.items()}
+    data = {s: tuple([part[i] for i in keep[s]] for part in d) for s, d in data.items()}
+    if (folder / "toyworld.json").is_file():  # the toy export has both formats: they must agree
         other = "voc" if data_format == "coco" else "coco"
         for s in sizes:
-            a = [sorted({c for c, _ in o}) for o in data[s][1]]
-            b = [sorted({c for c, _ in o}) for o in read_detection_split(root, s, other)[1]]
-            if a != b:
+            b = read_detection_split(folder, s, other)[1]
+            same = [sorted({c for c, _ in o}) for o in data[s][1]] == \
+                [sorted({c for c, _ in b[i]}) for i in keep[s]]
+            if not same:
                 raise AssertionError(f"COCO and VOC readers disagree on the labels of split {s}")
     names = sorted({c for d in data.values() for objs in d[1] for c, _ in objs})
-    hard = {s: [[o.difficult for o in r.objects] for r in read_voc(root, s)]
-            if data_format == "voc" else None for s in sizes}
+    voc = {s: read_voc(folder, s) for s in sizes} if data_format == "voc" else {}
+    hard = {s: [[o.difficult for o in voc[s][i].objects] for i in keep[s]] if voc else None for s in sizes}
     labels = {s: label_matrix(d[1], names, hard[s], difficult) for s, d in data.items()}
-    return data, names, labels
+    return folder, data, names, labels
 
 
 def planted_verdicts(kinds: tuple[str, ...], seeds: list[int], tau: float, cfg: FitConfig,

@@ -15,6 +15,7 @@ so the same acceptance scale on a V-name vocabulary is (:func:`vocabulary_scaled
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -25,9 +26,84 @@ from ..losses.matching import label_f1
 from ..methods.cluster_clip import cluster_clip_embeddings
 from ..methods.sumclip import PoolMemory, SumClipHead
 from ..metrics.object_retrieval import per_category_ap
+from ..toyworld import ToyWorldConfig, generate
+from ..toyworld.cache import toy_export
+from ..toyworld.export import export_coco
 from .sumclip import HeadTrainConfig, embed, train_head
 
 IMAGENET21K_NAMES = 21_843
+VOCABULARY_SCRIPT = "data_scripts/prepare_imagenet21k_names.py"
+
+
+def coco_root(data_root: str | Path, splits: dict[str, int], world: ToyWorldConfig, seed: int) -> Path:
+    """The COCO root the chapter reads (:func:`fgclip.toyworld.cache.toy_export`).
+
+    ``data_root`` itself when it holds ``annotations/instances_<split>.json`` for every
+    split in ``splits`` (split name -> number of images), e.g. a real COCO root; otherwise
+    the toy world of ``world`` and ``seed`` exported with those splits and sizes into
+    ``data_root/toy-<digest>/``, made once per (world, seed, splits), so another seed or
+    size gets its own images instead of reusing (or truncating) an earlier export. A root
+    with an ``annotations/`` folder that lacks a split is an error, never written into.
+    """
+    if len(splits) < 2:
+        raise ValueError(f"train_split and eval_split must differ, got {list(splits)}")
+
+    def holds(root: Path) -> bool:
+        return all((root / "annotations" / f"instances_{s}.json").is_file() for s in splits)
+
+    def export(folder: Path) -> None:
+        for split, n in splits.items():
+            export_coco(generate(world, n, seed=seed, split=split), folder, split, world, seed)
+
+    root = Path(data_root)
+    if (root / "annotations").is_dir() and not holds(root):  # a dataset, asked for splits it lacks
+        have = sorted(p.name for p in (root / "annotations").glob("instances_*.json"))
+        raise ValueError(f"parameters 'train_split'/'eval_split': {root} holds {have or 'no instances_*.json'}, "
+                         f"not instances_<split>.json for {list(splits)}")
+    return toy_export(root, holds, export, world=world, seed=seed, splits=splits)
+
+
+def open_vocabulary(meta: dict | None, vocabulary_file: str) -> list[str]:
+    """The open vocabulary: the toy world's (``meta`` from toyworld.json) or, on real data,
+    one name per line of ``vocabulary_file`` (blank lines skipped, nothing appended)."""
+    if meta is not None:
+        return list(meta["open_vocabulary"])
+    path = Path(vocabulary_file) if vocabulary_file else None
+    if path is None or not path.is_file():
+        got = repr(vocabulary_file) if vocabulary_file else "nothing"
+        raise ValueError(f"parameter 'vocabulary_file': real data (no toyworld.json) needs a text file with "
+                         f"one open-vocabulary name per line (e.g. ImageNet-21K's class names, written by "
+                         f"{VOCABULARY_SCRIPT}); got {got}")
+    names = [v.strip() for v in path.read_text().splitlines() if v.strip()]
+    if not names:
+        raise ValueError(f"parameter 'vocabulary_file': {path} holds no names (one name per line expected)")
+    return names
+
+
+def data_facts(toy: bool, categories: Sequence[str], folds: Sequence[Sequence[str]], vocab: Sequence[str],
+               grid: tuple[int, int]) -> dict:
+    """What this run's data was, counted from the run (for the closing box and results.json).
+
+    On the toy world the pseudo-label precision is measured against complete labels; on
+    real data only against the annotated categories: a vocabulary name that is in the image
+    but not annotated counts as wrong, so the precision is a lower bound.
+    """
+    return {"data": "toy world (complete labels)" if toy else "real (annotated labels only)",
+            "n_categories": len(categories), "novel_per_fold": [len(f) for f in folds],
+            "novel_in_vocabulary": sum(c in set(vocab) for f in folds for c in f), "vocabulary_size": len(vocab),
+            "grid": [int(g) for g in grid],
+            "precision_against": "the toy world's complete labels" if toy else "the annotated categories only "
+            "(a lower bound: a vocabulary name present in an image but not annotated counts as wrong)"}
+
+
+def data_sentence(facts: dict) -> str:
+    """One closing-box sentence stating :func:`data_facts` (no numbers compared)."""
+    (h, w), sizes = facts["grid"], facts["novel_per_fold"]
+    split = (f"one novel split of {sizes[0]}" if len(sizes) == 1 else
+             f"{len(sizes)} rotated novel folds of {', '.join(map(str, sizes))}")
+    return (f"Data: {facts['data']}, {facts['n_categories']} categories, {split}; {facts['novel_in_vocabulary']} "
+            f"of the {sum(sizes)} novel names are in the {facts['vocabulary_size']}-name open vocabulary; "
+            f"CLIP's last map is {h}x{w}.")
 
 
 def category_folds(categories: Sequence[str], n_folds: int, seed: int) -> list[list[str]]:

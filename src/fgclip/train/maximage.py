@@ -14,6 +14,7 @@ import torch
 from PIL import Image
 
 from ..datasets import FlickrRecord, read_flickr30k_entities_image
+from ..datasets.boxes import scale_boxes
 from ..datasets._files import read_id_list
 from ..losses.ranking import npair_loss, same_text_mask, triplet_loss
 from ..methods.maximage import (PARSE_MODES, MaxImageHeads, average_spans, pair_scores,
@@ -120,11 +121,67 @@ def _caption_tokens(clip: Clip, texts: list[str], kind: str, device: str) -> tor
 TOO_LONG = ("error", "truncate")
 
 
+@dataclass
+class WordBank:
+    """Frozen word features of many captions, stored ragged: caption c's words are the rows
+    ``rows[starts[c] : starts[c] + lengths[c]]``. Captions with equal text share rows, and
+    no caption is padded to the longest one, so the memory is (distinct words, Dt) instead
+    of (captions, longest caption, Dt): about 4 GB rather than 24 GB for Flickr30K's 149k
+    captions at Dt = 512 in float32. A batch is padded only to its own longest caption."""
+    rows: torch.Tensor  # (R, Dt) L2-normalised word features
+    starts: torch.Tensor  # (C,) int64
+    lengths: torch.Tensor  # (C,) int64: words with features (a truncated caption has fewer)
+
+    def __post_init__(self) -> None:
+        if not (self.starts.shape == self.lengths.shape and self.starts.ndim == 1 and self.rows.ndim == 2):
+            raise ValueError(f"WordBank needs rows (R, Dt), starts (C,), lengths (C,); got "
+                             f"{tuple(self.rows.shape)}, {tuple(self.starts.shape)}, {tuple(self.lengths.shape)}")
+
+    @classmethod
+    def from_dense(cls, words: torch.Tensor, mask: torch.Tensor) -> "WordBank":
+        """From padded (C, L, Dt) features and their (C, L) mask (valid words first)."""
+        lengths = mask.sum(dim=1).long()
+        starts = torch.cumsum(lengths, 0) - lengths
+        return cls(words[mask], starts, lengths)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @property
+    def dim(self) -> int:
+        return self.rows.shape[1]
+
+    def __getitem__(self, captions) -> "WordBank":
+        """The bank of some captions (the rows stay shared)."""
+        idx = torch.as_tensor(captions, dtype=torch.long)
+        return WordBank(self.rows, self.starts[idx], self.lengths[idx])
+
+    def caption(self, c: int) -> torch.Tensor:
+        """(n_c, Dt) the word features of caption c."""
+        s = int(self.starts[c])
+        return self.rows[s:s + int(self.lengths[c])]
+
+    def words_in_order(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W,) caption and (W,) row of every word of every caption, caption by caption."""
+        caption = torch.repeat_interleave(torch.arange(len(self)), self.lengths)
+        first = torch.cumsum(self.lengths, 0) - self.lengths  # position of each caption's first word
+        return caption, self.starts[caption] + torch.arange(len(caption)) - first[caption]
+
+    def padded(self, captions) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L_b, Dt) features and (B, L_b) mask of a batch, L_b its longest caption."""
+        idx = torch.as_tensor(captions, dtype=torch.long)
+        n = self.lengths[idx]
+        mask = torch.arange(int(n.max()))[None] < n[:, None]  # (B, L_b)
+        at = (self.starts[idx][:, None] + torch.arange(mask.shape[1])[None]).clamp_max(len(self.rows) - 1)
+        return self.rows[at] * mask[..., None], mask
+
+
 @torch.no_grad()
 def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding",
-                  batch_size: int = 512, device: str = "cpu", too_long: str = "error"
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Frozen per-word features (N, L, Dt) and mask (N, L), L = the longest caption.
+                  batch_size: int = 512, device: str = "cpu", too_long: str = "error",
+                  ragged: bool = False) -> tuple[torch.Tensor, torch.Tensor] | WordBank:
+    """Frozen per-word features (N, L, Dt) and mask (N, L), L = the longest caption; or,
+    with ``ragged=True``, a :class:`WordBank` (no padding: what the chapter stores).
 
     ``"embedding"``: the CLIP token-embedding rows (context-free word vectors).
     ``"contextual"``: the text transformer's output after ln_final and the text projection
@@ -153,14 +210,12 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
                                  "(pass too_long='truncate' to keep the words that fit)")
             if not fit:
                 raise ValueError(f"not one word of caption {text!r} fits the text context")
-            per_unique.append(average_spans(x[k], fit))  # (n_kept_words, Dt)
-    n_max = max(len(c) for c in captions)
-    feats = torch.zeros(len(captions), n_max, per_unique[0].shape[1])
-    mask = torch.zeros(len(captions), n_max, dtype=torch.bool)
-    for i, text in enumerate(texts):
-        w = per_unique[row[text]]
-        feats[i, :len(w)], mask[i, :len(w)] = w, True
-    return torch.nn.functional.normalize(feats, dim=2), mask
+            per_unique.append(average_spans(x[k], fit).float().cpu())  # (n_kept_words, Dt)
+    n_rows = torch.tensor([len(w) for w in per_unique])
+    first = torch.cumsum(n_rows, 0) - n_rows
+    pick = torch.tensor([row[t] for t in texts])
+    bank = WordBank(torch.nn.functional.normalize(torch.cat(per_unique), dim=1), first[pick], n_rows[pick])
+    return bank if ragged else bank.padded(range(len(captions)))
 
 
 @dataclass
@@ -204,7 +259,7 @@ def _loss(scores: torch.Tensor, cfg: TrainConfig, same: torch.Tensor | None = No
     raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
 
 
-def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
+def train_heads(img: torch.Tensor, words: WordBank | torch.Tensor, mask: torch.Tensor | None,
                 caption_image: list[int], cfg: TrainConfig,
                 caption_text: list[int] | None = None) -> tuple[MaxImageHeads, list[float]]:
     """Bidirectional retrieval training of the heads on cached features.
@@ -215,8 +270,10 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
     steps across batch sizes). ``caption_text``: one id per caption, equal for equal texts;
     with ``cfg.mask_same_text`` a batch pair with the same text is no negative
     (:func:`fgclip.losses.ranking.same_text_mask`). Returns the heads and the mean loss
-    per pass.
+    per pass. ``words``: a :class:`WordBank` (``mask`` None) or padded (C, L, Dt) features
+    with their (C, L) mask.
     """
+    bank = words if isinstance(words, WordBank) else WordBank.from_dense(words, mask)
     if cfg.loss not in LOSSES:
         raise ValueError(f"loss must be one of {LOSSES}, got {cfg.loss!r}")
     if cfg.mask_same_text and caption_text is None:
@@ -225,7 +282,7 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
         raise ValueError(f"steps must be >= 1 or None, got {cfg.steps}")
     device = torch.device(cfg.device)
     check_precision(cfg.precision)  # before any work
-    heads = make_heads(img.shape[1], words.shape[2], cfg.embed_dim, cfg.seed,
+    heads = make_heads(img.shape[1], bank.dim, cfg.embed_dim, cfg.seed,
                        cfg.score).to(device)
     text_ids = torch.as_tensor(caption_text) if cfg.mask_same_text else None
     opt = torch.optim.AdamW(heads.parameters(), lr=cfg.lr, fused=True)  # one kernel, no per-tensor loop
@@ -251,11 +308,10 @@ def train_heads(img: torch.Tensor, words: torch.Tensor, mask: torch.Tensor,
                 continue  # a last batch of one image has no negative
             budget -= 1
             same = same_text_mask(text_ids[bc]).to(device) if text_ids is not None else None
-            n_w = int(mask[bc].sum(dim=1).max())  # trim padding words of this batch
+            t_b, m_b = bank.padded(bc)  # (B, L_b, Dt), padded to this batch's longest caption
             with autocast_context(device, cfg.precision):
-                v, t = encode(heads, img[bi].to(device), words[bc, :n_w].to(device))
-                loss = _loss(pair_scores(v, t, mask[bc, :n_w].to(device), cfg.aggregator),
-                             cfg, same)
+                v, t = encode(heads, img[bi].to(device), t_b.to(device))
+                loss = _loss(pair_scores(v, t, m_b.to(device), cfg.aggregator), cfg, same)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -273,7 +329,7 @@ def project_images(heads: MaxImageHeads, img: torch.Tensor, batch_size: int = 51
 
 
 @torch.no_grad()
-def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor, corpus: Corpus,
+def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: WordBank, corpus: Corpus,
                  mode: str = "vector") -> torch.Tensor:
     """Every phrase's map (K, h, w) at once, equal to :func:`phrase_map` phrase by phrase.
 
@@ -284,11 +340,11 @@ def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor, cor
         raise ValueError(f"mode must be one of {PARSE_MODES}, got {mode!r}")
     phrases = corpus.phrases
     n_max = max(b - a for a, b in (ph.words for ph in phrases))
-    feats = torch.zeros(len(phrases), n_max, words.shape[2])  # (K, n, Dt)
+    feats = torch.zeros(len(phrases), n_max, words.dim)  # (K, n, Dt)
     keep = torch.zeros(len(phrases), n_max, dtype=torch.bool)
     for k, ph in enumerate(phrases):
         a, b = ph.words
-        feats[k, :b - a], keep[k, :b - a] = words[ph.caption, a:b], True
+        feats[k, :b - a], keep[k, :b - a] = words.caption(ph.caption)[a:b], True
     vi = v[torch.tensor([ph.image for ph in phrases])]  # (K, E, h, w)
     if mode == "vector":
         mean = feats.sum(dim=1) / keep.sum(dim=1, keepdim=True)  # (K, Dt)
@@ -300,7 +356,7 @@ def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor, cor
 
 
 @torch.no_grad()
-def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: WordBank,
                   corpus: Corpus, mode: str = "vector") -> list[tuple[float, float]]:
     """Argmax point of every phrase's map (parse ``mode``), in image pixels; v from
     :func:`project_images`."""
@@ -309,21 +365,25 @@ def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
 
 
 @torch.no_grad()
-def caption_word_maps(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+def caption_word_maps(heads: MaxImageHeads, v: torch.Tensor, words: WordBank,
                       image: int, caption: int, n_words: int) -> torch.Tensor:
     """Every word's map of one caption on one image: (n_words, h, w) scores m_{:,:,d}."""
-    t = heads.word_vectors(words[caption, :n_words])
+    t = heads.word_vectors(words.caption(caption)[:n_words])
     return torch.einsum("ehw,le->lhw", v[image], t)
 
 
-def word_boxes(corpus: Corpus, caption: int, n_words: int) -> list[list]:
-    """Per word of a caption, the boxes of the phrase it belongs to ([] outside phrases)."""
+def word_boxes(corpus: Corpus, caption: int, n_words: int,
+               to_hw: tuple[int, int] | None = None) -> list[list]:
+    """Per word of a caption, the boxes of the phrase it belongs to ([] outside phrases), in
+    the original image's pixels, or in those of the image resized to ``to_hw = (H, W)``
+    (the stretched array a figure draws on)."""
     boxes: list[list] = [[] for _ in range(n_words)]
+    hw = corpus.image_hw[corpus.caption_image[caption]]
     for ph in corpus.phrases:
         if ph.caption == caption:
             for w in range(*ph.words):
                 if w < n_words:
-                    boxes[w] = ph.boxes
+                    boxes[w] = list(ph.boxes) if to_hw is None else scale_boxes(ph.boxes, hw, to_hw)
     return boxes
 
 
@@ -343,7 +403,7 @@ def two_object_pairs(corpus: Corpus) -> list[tuple[int, int]]:
 
 
 @torch.no_grad()
-def head_word_points(heads: MaxImageHeads, v: torch.Tensor, words: torch.Tensor,
+def head_word_points(heads: MaxImageHeads, v: torch.Tensor, words: WordBank,
                      corpus: Corpus, phrase_ids: list[int]) -> dict[int, tuple[float, float]]:
     """Argmax of the map of each phrase's last word (its head noun: the shape name)."""
     out = {}
@@ -387,8 +447,7 @@ class Split:
     corpus: Corpus
     images: np.ndarray  # (N, S, S, 3) uint8 at the model's input size
     img: torch.Tensor  # (N, D, h, w) frozen dense features
-    words: torch.Tensor  # (C, L, Dt) frozen word features
-    mask: torch.Tensor  # (C, L)
+    words: WordBank  # frozen word features of the C captions, ragged
     text_ids: list[int] = field(default_factory=list)  # per caption, equal for equal (lowercased) texts
     n_truncated: int = 0  # captions cut to the text context
     n_dropped: int = 0  # phrases lost with the cut words (not pointing trials)
@@ -402,26 +461,34 @@ def text_ids(captions: list[list[str]]) -> list[int]:
 
 def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
                word_kind: str = "embedding", device: str = "cpu",
-               too_long: str = "truncate") -> Split:
+               too_long: str = "truncate", keep_images: bool = True,
+               chunk: int = 512) -> Split:
     """Read the first ``n_images`` of ``<root>/<split>.txt`` and compute frozen features once.
 
     Captions longer than the text context are truncated (or raise, ``too_long="error"``);
-    phrases reaching past the cut are dropped and counted in ``n_dropped``.
+    phrases reaching past the cut are dropped and counted in ``n_dropped``. Images are
+    decoded and encoded ``chunk`` at a time; their pixel arrays are kept only with
+    ``keep_images`` (for the figures; 4.5 GB for Flickr30K's 29,783 training images at
+    224 px), else ``images`` is an (N, 0, 0, 3) placeholder.
     """
     ids = read_id_list(Path(root) / f"{split}.txt", "split list")[:n_images]
     records = [read_flickr30k_entities_image(root, i) for i in ids]
     if not records:
         raise ValueError(f"split {split!r} of {root} lists no image")
     corpus = build_corpus(records)
-    images = load_images(corpus.image_paths, clip.image_size)
-    img = image_features(clip, images, device=device)
-    words, mask = word_features(clip, corpus.captions, word_kind, device=device,
-                                too_long=too_long)
-    kept = mask.sum(dim=1).tolist()  # words with features per caption
+    feats, arrays = [], []
+    for s in range(0, len(corpus.image_paths), chunk):
+        batch = load_images(corpus.image_paths[s:s + chunk], clip.image_size)  # (b, S, S, 3)
+        feats.append(image_features(clip, batch, device=device))
+        arrays.append(batch if keep_images else batch[:, :0, :0])
+    img, images = torch.cat(feats), np.concatenate(arrays)
+    words = word_features(clip, corpus.captions, word_kind, device=device, too_long=too_long,
+                          ragged=True)
+    kept = words.lengths.tolist()  # words with features per caption
     n_phrases = len(corpus.phrases)
     corpus.phrases = [ph for ph in corpus.phrases if ph.words[1] <= kept[ph.caption]]
     n_trunc = sum(k < len(c) for k, c in zip(kept, corpus.captions))
-    return Split(corpus, images, img, words, mask, text_ids(corpus.captions), n_trunc,
+    return Split(corpus, images, img, words, text_ids(corpus.captions), n_trunc,
                  n_phrases - len(corpus.phrases))
 
 
@@ -438,7 +505,7 @@ def subset_split(data: Split, images: list[int]) -> Split:
                      for ph in c.phrases if ph.image in new],
                     [c.objects[i] for i in images] if c.objects else [])
     idx = torch.tensor(images)
-    return Split(corpus, data.images[images], data.img[idx], data.words[caps], data.mask[caps],
+    return Split(corpus, data.images[images], data.img[idx], data.words[caps],
                  [data.text_ids[j] for j in caps] if data.text_ids else text_ids(corpus.captions))
 
 
@@ -469,3 +536,23 @@ def baseline_results(data: Split, seed: int, min_box_area: float = 0.05,
                                       area_rule=area_rule),
             "random": phrase_pointing(random_points(hws, seed), boxes, hws, min_box_area,
                                       area_rule=area_rule)}
+
+
+def flickr_data_root(data_root: str | Path, world, seed: int, sizes: dict[str, int]) -> Path:
+    """The folder the chapter reads: ``data_root`` itself when it holds a Flickr30K Entities
+    split list for every split of ``sizes`` (real data, or any export), else the toy world
+    exported in that format under ``data_root/toy-<digest>/``, keyed by the world's
+    configuration, the seed and the sizes (:func:`fgclip.toyworld.cache.toy_export`), so a
+    rerun with another seed, size or world gets its own data."""
+    from ..toyworld import generate
+    from ..toyworld.cache import toy_export
+    from ..toyworld.export import export_flickr30k_entities, write_toyworld_meta
+
+    def export(folder: Path) -> None:
+        for split, n in sizes.items():
+            export_flickr30k_entities(generate(world, n, seed=seed, split=split), folder, split)
+        write_toyworld_meta(folder, world, seed)
+
+    return toy_export(data_root, lambda r: all((r / f"{s}.txt").is_file() for s in sizes), export,
+                      format="flickr30k_entities", world=world, seed=seed, sizes=sizes)
+

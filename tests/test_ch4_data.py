@@ -1,0 +1,169 @@
+"""Chapter 4's data: the toy export is a cache keyed by what made it, a real root is read as it
+is (never written to), n_train / n_test take effect on real splits, the feature cache notices
+a rewritten image, and the chapter runs end to end on real COCO photos with a real
+architecture at random weights."""
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fgclip.datasets import read_coco_split
+from fgclip.toyworld import ToyWorldConfig, generate
+from fgclip.toyworld.export import export_coco, export_voc, write_toyworld_meta
+from fgclip.train.decoupling_study import cached_features, prepare_data, subsample
+
+from conftest import run_through_runner
+
+NAMES = {"train": "n_train", "test": "n_test"}
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """Every file under root: relative path -> SHA-1 of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _toy(root, n_train, n_test, seed):
+    return prepare_data(root, "coco", {"train": n_train, "test": n_test}, seed, size_names=NAMES)
+
+
+def test_toy_export_is_keyed_by_seed_and_sizes(tmp_path):
+    a, data_a, _, labels_a = _toy(tmp_path, 6, 4, 0)
+    before = _snapshot(a)
+    again, _, _, _ = _toy(tmp_path, 6, 4, 0)
+    b, data_b, _, _ = _toy(tmp_path, 6, 4, 1)
+    c, data_c, _, labels_c = _toy(tmp_path, 8, 4, 0)
+    assert again == a and _snapshot(a) == before  # made once, then reused untouched
+    assert len({a, b, c}) == 3
+    assert all(p.parent == tmp_path and p.name.startswith("toy-") for p in (a, b, c))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (a, b, c))  # nothing else
+    for folder, seed in ((a, 0), (b, 1), (c, 0)):
+        assert json.loads((folder / "toyworld.json").read_text())["seed"] == seed
+    first = lambda data: data["train"][0][0].read_bytes()  # noqa: E731
+    assert first(data_a) != first(data_b)  # another seed: other images
+    assert len(labels_a["train"]) == 6 and len(labels_c["train"]) == 8 and len(labels_c["test"]) == 4
+
+
+def test_an_old_export_directly_in_the_root_is_read_as_it_is(tmp_path):
+    world = ToyWorldConfig()
+    for split, n in (("train", 5), ("test", 3)):
+        scenes = generate(world, n, seed=0, split=split)
+        export_coco(scenes, tmp_path, split, world, 0)
+        export_voc(scenes, tmp_path, split)
+    write_toyworld_meta(tmp_path, world, 0)
+    before = _snapshot(tmp_path)
+    folder, _, _, labels = _toy(tmp_path, 5, 3, 0)
+    assert folder == tmp_path and _snapshot(tmp_path) == before
+    assert len(labels["train"]) == 5 and len(labels["test"]) == 3
+    with pytest.raises(ValueError, match=r"n_train=6 .*'train' holds only 5"):
+        _toy(tmp_path, 6, 3, 0)
+
+
+def test_a_real_root_is_left_byte_identical(layouts):
+    root = layouts["coco"]
+    before = _snapshot(root)
+    folder, data, names, labels = prepare_data(root, "coco", {"train2014": 0, "val2014": 0}, 0,
+                                               size_names={"train2014": "n_train", "val2014": "n_test"})
+    assert folder == root and _snapshot(root) == before
+    records = read_coco_split(root, "train2014", captions=False)
+    assert [p.name for p in data["train2014"][0]] == [r.file_name for r in records]  # 0: the whole split
+    assert names == sorted({o.category for s in ("train2014", "val2014")
+                            for r in read_coco_split(root, s, captions=False) for o in r.objects})
+    assert labels["val2014"].shape == (len(read_coco_split(root, "val2014", captions=False)), len(names))
+
+
+def test_n_train_and_n_test_take_effect_on_a_real_split(layouts):
+    root, sizes = layouts["coco"], {"train2014": "n_train", "val2014": "n_test"}
+    n_split = len(read_coco_split(root, "train2014", captions=False))
+    def prep(n_tr, n_te, seed):
+        return prepare_data(root, "coco", {"train2014": n_tr, "val2014": n_te}, seed, size_names=sizes)
+
+    _, data, _, labels = prep(n_split - 2, 3, 0)
+    files = [p.name for p in data["train2014"][0]]
+    assert len(files) == len(labels["train2014"]) == n_split - 2 and len(labels["val2014"]) == 3
+    assert files == sorted(files) and len(set(files)) == len(files)  # a subset, in file order
+    assert [p.name for p in prep(n_split - 2, 3, 0)[1]["train2014"][0]] == files  # seeded
+    draws = {tuple(p.name for p in prep(n_split - 2, 3, s)[1]["train2014"][0]) for s in range(6)}
+    assert len(draws) > 1  # the draw follows the seed
+    with pytest.raises(ValueError, match=rf"n_train={n_split + 1} .*'train2014' holds only {n_split}"):
+        prep(n_split + 1, 3, 0)
+    with pytest.raises(ValueError, match=r"n_test=99 .*'val2014'"):
+        prep(0, 99, 0)
+
+
+def test_toy_export_needs_positive_sizes_and_subsample_rules(tmp_path):
+    with pytest.raises(ValueError, match="n_test must be > 0"):
+        _toy(tmp_path / "zero", 4, 0, 0)
+    assert not (tmp_path / "zero").exists() or not any(
+        p.name.startswith("toy-") for p in (tmp_path / "zero").iterdir())
+    np.testing.assert_array_equal(subsample(5, 0, 0, "a", "n"), np.arange(5))
+    assert not np.array_equal(subsample(100, 10, 0, "train", "n"), subsample(100, 10, 0, "test", "n"))
+
+
+def test_feature_cache_recomputes_when_an_image_is_rewritten(layouts, tmp_path):
+    photos = sorted((layouts["coco"] / "train2014").glob("*.jpg"))[:4]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    paths = [folder / f"{k}.jpg" for k in range(3)]
+    for src, dst in zip(photos, paths):
+        shutil.copy(src, dst)
+    calls = []
+
+    def encode(ps):
+        calls.append(len(ps))
+        return torch.zeros(len(ps), 2, 1, 1), torch.zeros(len(ps), 2)
+
+    cache = tmp_path / "cache" / "feats.pt"
+    cached_features(cache, paths, encode)
+    cached_features(cache, paths, encode)
+    assert calls == [3]  # same files, same sizes and times: reused
+    shutil.copy(photos[3], paths[1])  # another photo at the same path
+    cached_features(cache, paths, encode)
+    assert calls == [3, 3]  # recomputed
+    cached_features(cache, paths, encode)
+    assert calls == [3, 3]
+
+
+def test_square_features_point_into_the_original_image():
+    """The map of a square-resized image, stretched back over the original (argmax_point,
+    as the pointing game and overlay_heatmap do), lands on the object in original pixels."""
+    from PIL import Image
+    from torchvision import transforms as T
+
+    from fgclip.metrics.pointing import argmax_point
+    from fgclip.train.decoupling_study import square_transform
+
+    image = Image.new("RGB", (120, 40))  # W x H, far from square
+    box = (90, 20, 120, 40)  # the bottom-right quarter (x0, y0, x1, y1) is bright
+    image.paste((255, 255, 255), box)
+    x = square_transform(T.Compose([T.Resize(16), T.CenterCrop(16), T.ToTensor()]))(image)  # (3, 16, 16)
+    heat = torch.nn.functional.avg_pool2d(x.mean(0, keepdim=True), 4)[0]  # a (4, 4) map
+    px, py = argmax_point(heat, (40, 120))
+    assert box[0] <= px <= box[2] and box[1] <= py <= box[3]
+
+
+# What the real-data run overrides on top of plans["ch4"] (gpu-full + gpu_check.SMALL) to fit
+# about 3 minutes on a 2-core CPU; see the profile in the chapter-4 report. Every code path
+# (six variants, lr selection, early stopping, planted controls, pointing) still runs.
+CPU = {"max_epochs": 2, "patience": 1, "lr_candidates": [0.0001], "batch_size": 32, "rank": 32}
+
+
+def test_ch4_on_real_coco_with_a_real_architecture(plans, tmp_path):
+    params = {**plans["ch4"], **CPU}
+    results = run_through_runner("ch4", params, tmp_path)
+    root, train, test = Path(params["data_root"]), params["train_split"], params["test_split"]
+    records = {s: read_coco_split(root, s, captions=False) for s in (train, test)}
+    want = {s: params[n] or len(records[s]) for s, n in ((train, "n_train"), (test, "n_test"))}
+    assert results["n_train"] == want[train] and results["n_test"] == want[test]
+    assert results["n_fit"] + results["n_val"] == want[train]
+    present = sorted({o.category for rs in records.values() for r in rs for o in r.objects})
+    if want[train] == len(records[train]) and want[test] == len(records[test]):
+        assert results["categories"] == present  # every image read: every category the files hold
+    else:
+        assert set(results["categories"]) <= set(present)
+    assert results["model"] == params["model"] and results["seeds"] == [0, 1][:params["n_seeds"]]
+    assert results["verdicts"] and results["controls"]

@@ -48,3 +48,18 @@ def test_an_interrupted_export_leaves_nothing_half_written(tmp_path):
     with pytest.raises(RuntimeError, match="killed"):
         toy_export(tmp_path, holds_coco, broken, seed=0)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_concurrent_export_of_the_same_key_is_reused_not_replaced(tmp_path):
+    calls = []
+    first = toy_export(tmp_path, holds_coco, exporter(2, 0, calls), seed=0, n=2)
+    (first / COMPLETE).rename(first / "moved")  # incomplete when the second call starts...
+    (first / "in-use").touch()  # stands for a reader of the first export
+
+    def export(folder):
+        (first / "moved").rename(first / COMPLETE)  # ...completed by a concurrent run meanwhile
+        exporter(2, 0, calls)(folder)
+
+    assert toy_export(tmp_path, holds_coco, export, seed=0, n=2) == first
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # kept; this call's copy removed
+    assert (first / "in-use").is_file()  # not deleted under its reader

@@ -48,9 +48,17 @@ def toy_export(data_root: str | Path, holds_dataset: Callable[[Path], bool],
         export(work)
         atomic_write_json(work / COMPLETE, json.loads(json.dumps(what, default=lambda o: o.to_dict()
                                                               if hasattr(o, "to_dict") else str(o))), indent=1)
+        if (target / COMPLETE).is_file():  # a concurrent run finished the same export first
+            shutil.rmtree(work)
+            return target
         if target.exists():  # an interrupted earlier export without its record
             shutil.rmtree(target)
-        work.rename(target)
+        try:
+            work.rename(target)
+        except OSError:
+            if not (target / COMPLETE).is_file():
+                raise
+            shutil.rmtree(work)  # lost the race to a concurrent run: its export is the same
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

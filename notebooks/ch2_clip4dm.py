@@ -79,7 +79,7 @@ from fgclip.methods.clip4dm_protocol import (ap_units, build_units, compare_unit
                                              localization_units, pairs_per_second, planted_colour_rows,
                                              quartile_verdicts, transfer_verdicts, tune_eps_f1,
                                              tune_eps_for_ap, type_tables)
-from fgclip.models import create_clip, load_image_batch
+from fgclip.models import create_clip, encode_image_paths, load_image_batch
 from fgclip.reporting import found_box, write_results
 from fgclip.seeding import seed_everything
 from fgclip.viz import set_style
@@ -166,6 +166,12 @@ print(f"captions skipped as longer than the context: {skipped}")
 # layers (CLIP4DM), the same with a ReLU (isolating the paper's central change), with
 # Chefer's rollout, and GAE (ReLU and rollout over all layers). The layer count $n$ is
 # chosen on the validation split by LA.
+#
+# Images are decoded and encoded 256 at a time (`fgclip.models.encode_image_paths`); only
+# their embeddings stay. At the `gpu-full` size (20,000 pairs per draw, ViT-B-32) that is
+# under 50 MB per draw; the peak is one batch of 256 captions with the attention maps and
+# their gradients of every text layer (12 layers × 8 heads × 77 × 77 floats each, about
+# 0.6 GB for maps and as much for gradients), plus about 150 MB of pixels of one image batch.
 
 # %%
 n_text = len(clip.model.transformer.resblocks)
@@ -178,12 +184,10 @@ for n in range(1, n_text + 1):
 variants["GAE (ReLU + rollout)"] = AttributionConfig(layers=tuple(range(n_text)), relu=True, rollout=True)
 
 
-def attribute(df, names):
-    raw, tensor, index = load_image_batch(df.image.tolist(), clip)
-    with torch.no_grad():
-        feats = torch.cat([clip.model.encode_image(tensor[k:k + 256].to(device)) for k in range(0, len(tensor), 256)])
+def attribute(df, names):  # images decoded and encoded a batch at a time: only their features stay
+    feats, index = encode_image_paths(clip, df.image.tolist(), device=device)
     return clip4dm_variants(clip, feats, df.caption.tolist(), {k: variants[k] for k in names}, device=device,
-                            batch_size=batch_size, image_index=index), (raw, tensor, index, feats)
+                            batch_size=batch_size, image_index=index), (index, feats)
 
 
 t0 = time.perf_counter()
@@ -199,8 +203,8 @@ attr, loo, imgs = {}, {}, {}
 for s, df in test.items():  # leave-one-word-out on foil captions only (n + 1 text passes each)
     attr[s], imgs[s] = attribute(df, methods.values())
     foil = df.foil_type.ne("original").to_numpy()
-    loo[s] = (leave_one_word_out(clip, imgs[s][3], df.caption[foil].tolist(), device=device,
-                                 image_index=np.asarray(imgs[s][2])[foil]), foil)
+    loo[s] = (leave_one_word_out(clip, imgs[s][1], df.caption[foil].tolist(), device=device,
+                                 image_index=np.asarray(imgs[s][0])[foil]), foil)
 attr_planted = {s: attribute(p, [main])[0][main] for s, p in planted.items() if len(p)}
 print(f"attributions and leave-one-word-out on {sum(map(len, test.values())) + len(val)} captions "
       f"in {time.perf_counter() - t0:.1f} s; CLIP4DM uses the last {n_chosen} of {n_text} text layers")
@@ -325,8 +329,8 @@ display(verdicts.verdict_table([v_pos, v_neg]))
 # %%
 s0, df0 = seeds[0], test[seeds[0]]
 first = int(np.flatnonzero(df0.foil_type.eq(headline))[0])
-raw0, tensor0, index0, _ = imgs[s0]
-fig = attribution_figure(raw0[index0[first]], attr[s0][main].words[first], attr[s0][main].w[first],
+(img_raw,), img_t, _ = load_image_batch([df0.image[first]], clip)  # its pixels and model input (1, 3, S, S)
+fig = attribution_figure(img_raw, attr[s0][main].words[first], attr[s0][main].w[first],
                          eps_f1, float(clip_score(attr[s0][main].cos[first])))
 print(f"foil word: {df0.foil_word[first]!r} at word {int(df0.start[first])}")
 
@@ -360,7 +364,8 @@ else:  # real FOIL has one foil type: nothing to transfer across
 
 # %%
 n_speed = min(32, len(df0))
-speed = pairs_per_second(clip, tensor0[index0[:n_speed]], df0.caption.tolist()[:n_speed], variants[main], device)
+_, speed_inputs, speed_index = load_image_batch(df0.image.tolist()[:n_speed], clip)
+speed = pairs_per_second(clip, speed_inputs[speed_index], df0.caption.tolist()[:n_speed], variants[main], device)
 print(", ".join(f"{k}: {v:.0f} pairs/s" for k, v in speed.items()) + f" ({torch.get_num_threads()} threads)")
 
 # %% [markdown]
@@ -371,9 +376,6 @@ print(", ".join(f"{k}: {v:.0f} pairs/s" for k, v in speed.items()) + f" ({torch.
 # controls are live.)
 
 # %%
-img_raw, img_t = raw0[index0[first]], tensor0[index0[first]][None]
-
-
 def attribute_one(caption: str):
     res = clip4dm(clip, img_t, [caption], variants[main], device=device)
     return res.words[0], res.w[0]

@@ -1,6 +1,11 @@
 import os
 
 os.environ.setdefault("TESTING", "1")  # progress bars off
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s parallel workers: a core each
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"  # kernels and subprocesses too
+    import torch
+
+    torch.set_num_threads(1)
 
 
 import pytest  # noqa: E402

@@ -1,7 +1,6 @@
 """Chapter 4's data: the toy export is a cache keyed by what made it, a real root is read as it
 is (never written to), n_train / n_test take effect on real splits, the feature cache notices
-a rewritten image, and the chapter runs end to end on real COCO photos with a real
-architecture at random weights."""
+a rewritten image (the end-to-end run on real COCO photos is in test_real_layouts.py)."""
 import hashlib
 import json
 import shutil
@@ -16,7 +15,6 @@ from fgclip.toyworld import ToyWorldConfig, generate
 from fgclip.toyworld.export import export_coco, export_voc, write_toyworld_meta
 from fgclip.train.decoupling_study import cached_features, prepare_data, subsample
 
-from conftest import run_through_runner
 
 NAMES = {"train": "n_train", "test": "n_test"}
 
@@ -145,25 +143,3 @@ def test_square_features_point_into_the_original_image():
     px, py = argmax_point(heat, (40, 120))
     assert box[0] <= px <= box[2] and box[1] <= py <= box[3]
 
-
-# What the real-data run overrides on top of plans["ch4"] (gpu-full + gpu_check.SMALL) to fit
-# about 3 minutes on a 2-core CPU; see the profile in the chapter-4 report. Every code path
-# (six variants, lr selection, early stopping, planted controls, pointing) still runs.
-CPU = {"max_epochs": 2, "patience": 1, "lr_candidates": [0.0001], "batch_size": 32, "rank": 32}
-
-
-def test_ch4_on_real_coco_with_a_real_architecture(plans, tmp_path):
-    params = {**plans["ch4"], **CPU}
-    results = run_through_runner("ch4", params, tmp_path)
-    root, train, test = Path(params["data_root"]), params["train_split"], params["test_split"]
-    records = {s: read_coco_split(root, s, captions=False) for s in (train, test)}
-    want = {s: params[n] or len(records[s]) for s, n in ((train, "n_train"), (test, "n_test"))}
-    assert results["n_train"] == want[train] and results["n_test"] == want[test]
-    assert results["n_fit"] + results["n_val"] == want[train]
-    present = sorted({o.category for rs in records.values() for r in rs for o in r.objects})
-    if want[train] == len(records[train]) and want[test] == len(records[test]):
-        assert results["categories"] == present  # every image read: every category the files hold
-    else:
-        assert set(results["categories"]) <= set(present)
-    assert results["model"] == params["model"] and results["seeds"] == [0, 1][:params["n_seeds"]]
-    assert results["verdicts"] and results["controls"]

@@ -223,3 +223,20 @@ def test_load_image_batch_dedupes_and_matches_open_clip_preprocess(exported):
     torch.testing.assert_close(tensor, want, atol=1e-5, rtol=1e-5)  # same size: no resize at all
     with pytest.raises(FileNotFoundError, match="missing.png"):
         load_image_batch([str(out["coco"] / "missing.png")], clip)
+
+
+def test_encode_image_paths_matches_one_batch_of_all_images(exported):
+    import torch
+    from fgclip.models import create_clip, encode_image_paths, load_image_batch
+    out, _ = exported
+    paths = sorted(str(p) for p in (out["coco"] / "train").glob("*"))[:3]
+    clip = create_clip("toy-vit", pretrained=None)
+    asked = [paths[2], paths[0], paths[2], paths[1]]
+    feats, index = encode_image_paths(clip, asked, batch_size=2)  # two batches of pixels
+    _, tensor, want_index = load_image_batch(asked, clip)
+    with torch.no_grad():
+        want = clip.model.encode_image(tensor)
+    assert index == want_index == [2, 0, 2, 1] and feats.shape == want.shape
+    torch.testing.assert_close(feats, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="no image paths"):
+        encode_image_paths(clip, [])

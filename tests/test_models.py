@@ -91,3 +91,17 @@ def test_factory_errors_name_the_problem(tmp_path):
     save_atomic({"model_name": "toy-rn", "state_dict": {}}, tmp_path / "rn.pt")
     with pytest.raises(ValueError, match="toy-rn"):
         create_clip("toy-vit", pretrained=str(tmp_path / "rn.pt"))
+
+
+def test_collect_rows_fills_preallocated_tensors_and_checks_the_count():
+    from fgclip.models.dense import collect_rows
+
+    parts = [{"a": torch.arange(3.0)[:, None], "b": torch.ones(3, 2, dtype=torch.long)},
+             {"a": torch.arange(3.0, 5.0)[:, None], "b": torch.zeros(2, 2, dtype=torch.long)}]
+    out = collect_rows(5, iter(parts))
+    torch.testing.assert_close(out["a"], torch.cat([p["a"] for p in parts]))
+    assert out["b"].dtype == torch.long and out["b"].sum() == 6
+    with pytest.raises(ValueError, match="gave 3 rows, expected 4"):
+        collect_rows(4, iter(parts[:1]))
+    with pytest.raises(ValueError, match="do not fill 4 rows"):
+        collect_rows(4, iter(parts))

@@ -37,11 +37,14 @@ def test_resume_after_kill_gives_the_same_model(tmp_path):
     proc = subprocess.Popen([sys.executable, str(SCRIPT), *args, "--out-dir", str(tmp_path / "b")],
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     last = tmp_path / "b" / "last.pt"
-    deadline = time.time() + 240
+    deadline, seen = time.time() + 240, None
     while time.time() < deadline and proc.poll() is None:
-        if last.is_file() and load_checkpoint(last)["global_step"] >= 5:
-            break
-        time.sleep(0.05)
+        stamp = last.stat().st_mtime_ns if last.is_file() else None
+        if stamp != seen:  # load only a checkpoint that changed: polling must not eat the run's core
+            seen = stamp
+            if load_checkpoint(last)["global_step"] >= 5:
+                break
+        time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     killed_at = load_checkpoint(last)["global_step"]

@@ -60,3 +60,25 @@ def encode_image_dense(model: torch.nn.Module, images: torch.Tensor) -> DenseFea
         return _resnet_dense(visual, images)
     raise TypeError(f"dense features need a VisionTransformer or ModifiedResNet tower, "
                     f"got {type(visual).__name__}")
+
+
+def collect_rows(n: int, batches) -> dict[str, torch.Tensor]:
+    """Stack consecutive batches of rows (each a dict name -> (b, ...) tensor) into (n, ...)
+    tensors allocated at the first batch, with its dtype and device. The peak memory is the
+    result plus one batch, where ``torch.cat`` over a list of batches holds both in full:
+    at real-data sizes that is tens of GB (ch3's pooling memory at gpu-full is ~35 GB)."""
+    out: dict[str, torch.Tensor] = {}
+    row = 0
+    for batch in batches:
+        b = len(next(iter(batch.values())))
+        if not out:
+            out = {k: torch.empty((n, *v.shape[1:]), dtype=v.dtype, device=v.device) for k, v in batch.items()}
+        if row + b > n or set(batch) != set(out):
+            raise ValueError(f"batches do not fill {n} rows of {sorted(out)} (row {row}, batch of {b}, "
+                             f"names {sorted(batch)})")
+        for k, v in batch.items():
+            out[k][row:row + b] = v
+        row += b
+    if row != n:
+        raise ValueError(f"batches gave {row} rows, expected {n}")
+    return out

@@ -175,11 +175,14 @@ def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "
 
     from ..models.dense import encode_image_dense
 
-    dense, pooled = [], []
-    for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):
-        batch = torch.stack([transform(Image.open(p).convert("RGB"))
-                             for p in paths[start:start + batch_size]]).to(device)
-        out = encode_image_dense(clip.model, batch)
-        dense.append(out.dense.float().cpu())
-        pooled.append(out.pooled.float().cpu())
-    return torch.cat(dense), torch.cat(pooled)
+    from ..models.dense import collect_rows
+
+    def batches():
+        for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):
+            batch = torch.stack([transform(Image.open(p).convert("RGB"))
+                                 for p in paths[start:start + batch_size]]).to(device)
+            out = encode_image_dense(clip.model, batch)
+            yield {"dense": out.dense.float().cpu(), "pooled": out.pooled.float().cpu()}
+
+    out = collect_rows(len(paths), batches())  # no second full copy, as torch.cat would make
+    return out["dense"], out["pooled"]

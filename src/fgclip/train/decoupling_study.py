@@ -5,6 +5,8 @@ softmax-vs-sigmoid controls. The notebook calls these; the algebra lives elsewhe
 """
 from __future__ import annotations
 
+import os
+
 from typing import Callable
 
 import numpy as np
@@ -260,12 +262,17 @@ def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, 
     path, names = Path(path), [str(p) for p in paths]
     fingerprint = files_fingerprint(names)
     if path.is_file():
-        blob = torch.load(path)
+        blob = torch.load(path, weights_only=True)
         if blob.get("files") == names and blob.get("fingerprint") == fingerprint:
             return blob["features"]
     feats = encode(paths)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"files": names, "fingerprint": fingerprint, "features": feats}, path)
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")  # streamed to disk, no RAM copy
+    try:
+        torch.save({"files": names, "fingerprint": fingerprint, "features": feats}, partial)
+        os.replace(partial, path)  # never a half-written cache
+    finally:
+        partial.unlink(missing_ok=True)
     return feats
 
 

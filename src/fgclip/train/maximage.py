@@ -22,6 +22,7 @@ from ..methods.maximage import (PARSE_MODES, MaxImageHeads, average_spans, pair_
 from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
                                phrase_pointing, pointing_hit, random_points)
 from ..models import Clip, encode_image_dense, images_to_tensor
+from ..models.dense import collect_rows
 from ..precision import autocast_context, check_precision
 from ..progress import progress
 
@@ -476,12 +477,15 @@ def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
     if not records:
         raise ValueError(f"split {split!r} of {root} lists no image")
     corpus = build_corpus(records)
-    feats, arrays = [], []
-    for s in range(0, len(corpus.image_paths), chunk):
-        batch = load_images(corpus.image_paths[s:s + chunk], clip.image_size)  # (b, S, S, 3)
-        feats.append(image_features(clip, batch, device=device))
-        arrays.append(batch if keep_images else batch[:, :0, :0])
-    img, images = torch.cat(feats), np.concatenate(arrays)
+    arrays = []
+
+    def batches():
+        for s in range(0, len(corpus.image_paths), chunk):
+            batch = load_images(corpus.image_paths[s:s + chunk], clip.image_size)  # (b, S, S, 3)
+            arrays.append(batch if keep_images else batch[:, :0, :0])
+            yield {"img": image_features(clip, batch, device=device)}
+
+    img, images = collect_rows(len(corpus.image_paths), batches())["img"], np.concatenate(arrays)
     words = word_features(clip, corpus.captions, word_kind, device=device, too_long=too_long,
                           ragged=True)
     kept = words.lengths.tolist()  # words with features per caption

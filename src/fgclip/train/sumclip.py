@@ -18,6 +18,7 @@ from PIL import Image, ImageOps
 from ..losses.matching import set_loss
 from ..methods.sumclip import PoolMemory, SumClipHead, pool_memory
 from ..models import Clip, encode_image_dense, images_to_tensor
+from ..models.dense import collect_rows
 from ..precision import autocast_context, check_precision
 from ..progress import progress
 
@@ -37,17 +38,19 @@ def encode_frozen(clip: Clip, images: np.ndarray, batch_size: int = 128,
         raise ValueError(f"images must be uint8 (I, H, W, 3), got {images.dtype} {images.shape}")
     device = next(clip.model.parameters()).device
     pool = clip.model.visual.attnpool
-    pooled, dense, mems = [], [], []
-    for i in range(0, len(images), batch_size):
-        x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
-        with autocast_context(device, precision):
-            f = encode_image_dense(clip.model, x)
-        pooled.append(f.pooled.float())
-        dense.append(f.dense.float())
-        mems.append(pool_memory(pool, f.feature_map.float()))
-    memory = PoolMemory(*(torch.cat([getattr(m, k) for m in mems])
-                          for k in PoolMemory.__dataclass_fields__))
-    return FrozenFeatures(torch.cat(pooled), torch.cat(dense), memory)
+
+    def batches():
+        for i in range(0, len(images), batch_size):
+            x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
+            with autocast_context(device, precision):
+                f = encode_image_dense(clip.model, x)
+            mem = pool_memory(pool, f.feature_map.float())
+            yield {"pooled": f.pooled.float(), "dense": f.dense.float(),
+                   **{k: getattr(mem, k) for k in PoolMemory.__dataclass_fields__}}
+
+    out = collect_rows(len(images), batches())  # no second full copy, as torch.cat would make
+    return FrozenFeatures(out["pooled"], out["dense"],
+                          PoolMemory(*(out[k] for k in PoolMemory.__dataclass_fields__)))
 
 
 @dataclass

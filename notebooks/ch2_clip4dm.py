@@ -94,7 +94,7 @@ print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={pretrained},
 # %% [markdown]
 # ## The rule
 #
-# Let $s = \cos(f_I, f_T)$ be the frozen CLIP's score for image $I$ and caption $T$, and
+# Let $s = \langle f(I), g(T) \rangle$ be the frozen CLIP's cosine score for image $I$ and caption $T$, and
 # $A^h_l \in \mathbb{R}^{L \times L}$ the attention probabilities of head $h$ in text layer
 # $l$. CLIP4DM forms, for each map, the element-wise product with its gradient,
 #

@@ -216,7 +216,7 @@ memory, eval_memory = train_feats.memory.select(train_idx), eval_feats.memory
 # Both losses are DETR's set loss (Hungarian matching, a learnable "no object" logit
 # with weight 0.1 for unmatched slots): $\mathcal L_{\text{sup}}$ on the fold's base labels,
 # $\mathcal L_{\text{pl}}$ on the names the teacher accepts,
-# $\mathrm{score}(v) = \max_k \operatorname{softmax}_v(s\langle c_k, t_v\rangle) > \tau$.
+# $\mathrm{score}(v) = \max_k \operatorname{softmax}_v(\lambda\langle c_k, t_v\rangle) > \tau$.
 # $\tau$ is chosen on the validation images by the F1 of accepted labels against the base
 # labels; the paper's fixed $\tau = 5\times10^{-4}$ and the same value scaled to our
 # vocabulary, $\tau\cdot 21843/V$, are arms. Two oracle-style arms use the toy world's

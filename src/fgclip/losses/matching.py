@@ -3,7 +3,7 @@
 For image b with embeddings e_1..e_N and target classes y_1..y_M (from a vocabulary with
 text embeddings t_1..t_V), each embedding predicts
 
-    p_i(v) = softmax_v( s <e_i, t_v> ),   s = CLIP's logit scale,
+    p_i(v) = softmax_v( lambda <e_i, t_v> ),   lambda = CLIP's logit scale,
 
 and, as in DETR's set loss, a one-to-one assignment sigma between targets and embeddings
 minimises sum_j -log p_{sigma(j)}(y_j) (scipy's ``linear_sum_assignment``, the Hungarian

@@ -1,6 +1,6 @@
 """CLIP4DM (arXiv 2412.18404): misaligned words from the negative gradients of a frozen CLIP.
 
-For a pair (image I, caption T) with cosine score s = cos(f_I, f_T), every text attention
+For a pair (image I, caption T) with cosine score s = <f(I), g(T)> (normalised embeddings), every text attention
 map A^h_l (heads h, layers l) gets the relevance
 
     R^h_l = grad(A^h_l) ⊙ A^h_l,         grad(A^h_l) = ds / dA^h_l        (no ReLU)

@@ -1,7 +1,7 @@
 """Contrastive pretraining of the toy CLIP on toy-world captions (single process or DDP).
 
-Loss: the symmetric InfoNCE of CLIP, L = (CE(s * I T^T, y) + CE(s * T I^T, y)) / 2 over
-the global batch, with learnable temperature s = exp(logit_scale), from open_clip's own
+Loss: the symmetric InfoNCE of CLIP, L = (CE(lambda * I T^T, y) + CE(lambda * T I^T, y)) / 2 over
+the global batch, with learnable logit scale lambda = exp(logit_scale), from open_clip's own
 ClipLoss (features gathered across ranks with gradients, so a 2-process run computes the
 same loss as one process on the same global batch).
 """

@@ -360,13 +360,18 @@ else:  # real FOIL has one foil type: nothing to transfer across
 # ## Speed: one backward pass against one text pass per word
 #
 # Same model, same 32 test pairs, timed after a warm-up call
-# (`benchmarks/bench_clip4dm.py` is the stand-alone version).
+# (`benchmarks/bench_clip4dm.py` is the stand-alone version). Each method's work is also
+# counted in FLOPs (torch's `FlopCounterMode`, forward and backward): the ratio of the two
+# is the speed-up the arithmetic allows, and a measured ratio below it is overhead.
 
 # %%
 n_speed = min(32, len(df0))
 _, speed_inputs, speed_index = load_image_batch(df0.image.tolist()[:n_speed], clip)
 speed = pairs_per_second(clip, speed_inputs[speed_index], df0.caption.tolist()[:n_speed], variants[main], device)
-print(", ".join(f"{k}: {v:.0f} pairs/s" for k, v in speed.items()) + f" ({torch.get_num_threads()} threads)")
+display(pd.DataFrame(speed).rename_axis(f"{n_speed} pairs, {torch.get_num_threads()} threads").style.format("{:.3g}"))
+flop_ratio = speed["GFLOP/pair"]["leave-one-word-out"] / speed["GFLOP/pair"]["CLIP4DM"]
+print(f"CLIP4DM runs {speed['pairs/s']['CLIP4DM'] / speed['pairs/s']['leave-one-word-out']:.2f}x the pairs/s of "
+      f"leave-one-word-out; their FLOPs allow {flop_ratio:.2f}x")
 
 # %% [markdown]
 # ## Try it: type a caption

@@ -164,12 +164,22 @@ def _reference_words(clip, image, caption, n_last, template="A photo depicts "):
 
 
 @pytest.mark.parametrize("n_last", [1, 3])
-def test_library_matches_an_independent_implementation(n_last):
-    clip = create_clip("toy-vit", pretrained="toy")
+@pytest.mark.parametrize("model", ["toy-vit", "ViT-B-32"])
+def test_library_matches_an_independent_implementation(model, n_last):
+    """On the committed toy CLIP with a toy scene, and on ViT-B-32 (random weights: the real
+    ones cannot be downloaded here) with a real photo and a cased caption."""
     scene = generate(ToyWorldConfig(), 1, seed=3, split="test")[0]
-    image = images_to_tensor(torch.from_numpy(scene.image[None]), clip)[0]
+    if model == "toy-vit":
+        clip = create_clip("toy-vit", pretrained="toy")
+        image = images_to_tensor(torch.from_numpy(scene.image[None]), clip)[0]
+    else:
+        from fgclip.datasets.samples import sample_photos
+
+        torch.manual_seed(0)
+        clip = create_clip("ViT-B-32", pretrained="none")
+        image = clip.preprocess(sample_photos()[0])  # (3, 224, 224)
     for caption in [scene.foils[0].text,
-                    "a small red circle, next to a blue star."]:
+                    "a small red circle, next to a blue star.", "A Man in a blue shirt, near a wall."]:
         ref = _reference_words(clip, image, caption, n_last)
         ours = clip4dm(clip, image[None], [caption], AttributionConfig(layers=tuple(range(-n_last, 0))))
         assert ours.words[0] == [wd for wd, _ in ref]
@@ -238,3 +248,18 @@ def test_build_units_and_type_tables_by_hand():
     vs = quartile_verdicts(units, "M", ["shape"], seed=0)
     assert [v.claim for v in vs] == ["LA on shape foils by CLIPScore quartile",
                                      "word AUC on shape foils by CLIPScore quartile"]
+
+
+def test_gflop_counts_a_matrix_product_and_pairs_per_second_reports_work():
+    from fgclip.methods.clip4dm_protocol import gflop, pairs_per_second
+
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    assert gflop(lambda: a @ b) == pytest.approx(2 * 8 * 16 * 4 / 1e9)
+    clip = create_clip("toy-vit", pretrained="toy")
+    scene = generate(ToyWorldConfig(), 2, seed=0, split="test")
+    images = images_to_tensor(torch.from_numpy(np.stack([s.image for s in scene])), clip)
+    out = pairs_per_second(clip, images, [s.foils[0].text for s in scene], AttributionConfig(layers=(-1,)))
+    assert set(out) == {"pairs/s", "GFLOP/pair", "GFLOP/s"}
+    work = out["GFLOP/pair"]
+    assert work["CLIP4DM"] > 0 and work["leave-one-word-out"] > 0
+    assert out["GFLOP/s"]["CLIP4DM"] == pytest.approx(work["CLIP4DM"] * out["pairs/s"]["CLIP4DM"])

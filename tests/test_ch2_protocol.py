@@ -263,3 +263,22 @@ def test_gflop_counts_a_matrix_product_and_pairs_per_second_reports_work():
     work = out["GFLOP/pair"]
     assert work["CLIP4DM"] > 0 and work["leave-one-word-out"] > 0
     assert out["GFLOP/s"]["CLIP4DM"] == pytest.approx(work["CLIP4DM"] * out["pairs/s"]["CLIP4DM"])
+
+
+def test_paper_epsilon_verdicts_by_hand():
+    from fgclip import verdicts
+    from fgclip.methods.clip4dm_protocol import PAPER_EPSILONS, build_units, paper_epsilon_verdicts
+    frames, attrs = _toy_units()
+    rng = np.random.default_rng(0)
+    eps = {"most negative": None, "threshold": -0.1, "additive": -0.1}
+    units = pd.concat([build_units(df, {"M": attrs[s]}, "M", rng, eps, -0.1) for s, df in zip(attrs, frames)],
+                      ignore_index=True)
+    # strict: only the -0.5 foil word (3 of 4 images; F1 1, else 0) -> 0.75; loose flags every
+    # word under 0.15: F1 0.5 in 3 of 4 images, 0 in the others -> 0.375
+    vs, flagged = paper_epsilon_verdicts(units, attrs, seed=0, eps={"strict": -0.4, "loose": 0.15})
+    assert vs[0].claim == "word F1 on foil captions" and vs[0].arms == ("ε = -0.4 (strict)", "ε = 0.15 (loose)")
+    assert vs[0].difference == pytest.approx(0.75 - 0.375) and vs[0].verdict == verdicts.A_BETTER
+    assert flagged.loc["original captions", "loose ε = 0.15"] == 1.0
+    assert flagged.loc["original captions", "strict ε = -0.4"] == 0.0
+    assert flagged.loc["foil captions", "strict ε = -0.4"] == pytest.approx(0.75 / 3)
+    assert list(PAPER_EPSILONS.values()) == [-5e-5, -1e-5]

@@ -328,6 +328,38 @@ def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: 
     return out, pd.DataFrame(chosen).set_index("type")
 
 
+PAPER_EPSILONS = {"FOIL": -5e-5, "Rich-HF": -1e-5}  # the paper's thresholds for the two benchmarks
+
+
+def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], seed: int,
+                           eps: dict[str, float] = PAPER_EPSILONS
+                           ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
+    """The reviewers' transfer test with the paper's own two thresholds: word F1 on foil
+    captions and the AP of threshold-mode F-CLIPScore (originals above foils) at FOIL's ε
+    against Rich-HF's ε, on the same attributions (``attrs[s]`` rows in ``units`` order).
+    Also returns, per ε, the share of words it flags on foil and on original captions."""
+    from ..metrics.misalignment import caption_f1
+
+    (name_a, e_a), (name_b, e_b) = eps.items()
+    w_all = [w for s in sorted(attrs) for w in attrs[s].w]
+    cos_all = np.concatenate([attrs[s].cos for s in sorted(attrs)])
+    lab_all = [y for s in sorted(attrs) for y in labels_of(attrs[s], units[units.seed == s])]
+    foil = units.foil_type.ne("original").to_numpy()
+    f1 = {e: np.array([caption_f1(w, y, e) if m else np.nan for w, y, m in zip(w_all, lab_all, foil)])
+          for e in (e_a, e_b)}
+    ap = {e: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], foil)
+          for e in (e_a, e_b)}
+    arms = (f"ε = {e_a:g} ({name_a})", f"ε = {e_b:g} ({name_b})")
+    out = [compare_units(units, f1[e_a], f1[e_b], foil, claim="word F1 on foil captions", arms=arms,
+                         unit="foil captions", seed=seed),
+           compare_units(units, ap[e_a], ap[e_b], ~np.isnan(ap[e_a]), claim="F-CLIPScore (threshold) AP, "
+                         "originals vs foils", arms=arms, unit="original captions", seed=seed)]
+    flagged = pd.DataFrame({f"{n} ε = {e:g}": {
+        kind: float(np.mean(np.concatenate([np.asarray(w) < e for w, m in zip(w_all, foil) if m == is_foil])))
+        for kind, is_foil in (("foil captions", True), ("original captions", False))} for n, e in eps.items()})
+    return out, flagged.rename_axis("share of words flagged")
+
+
 def gflop(fn: Callable[[], object]) -> float:
     """Floating-point operations of one call of ``fn``, in GFLOP: torch's FlopCounterMode
     counts matrix products and attention, forward and backward."""

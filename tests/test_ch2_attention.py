@@ -90,3 +90,27 @@ def test_resnet_vision_tower_is_refused(toy_rn):
     with pytest.raises(TypeError, match="resblocks"):
         with capture_attention(toy_rn.model.visual):
             pass
+
+
+def test_capturing_some_layers_keeps_the_others_fused_and_the_same_maps(toy_vit):
+    from fgclip.models.attention import _CapturingAttention
+
+    tokens = toy_vit.tokenizer(CAPTIONS[:2])
+    blocks = toy_vit.model.transformer.resblocks
+    with capture_attention(toy_vit.model) as every:
+        out_all = toy_vit.model.encode_text(tokens)
+        g_all = every.gradients(out_all[:, 0])
+    last_two = [len(blocks) - 2, len(blocks) - 1]
+    with capture_attention(toy_vit.model, last_two) as some:
+        wrapped = [isinstance(b.attn, _CapturingAttention) for b in blocks]
+        out_some = toy_vit.model.encode_text(tokens)
+        g_some = some.gradients(out_some[:, 0])
+    assert wrapped == [False] * (len(blocks) - 2) + [True, True]
+    assert len(some.maps) == 2 and not any(isinstance(b.attn, _CapturingAttention) for b in blocks)
+    torch.testing.assert_close(out_some, out_all, atol=1e-5, rtol=1e-5)
+    for k, layer in enumerate(last_two):
+        torch.testing.assert_close(some.maps[k], every.maps[layer], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(g_some[k], g_all[layer], atol=1e-6, rtol=1e-4)
+    with pytest.raises(ValueError, match="out of range"):
+        with capture_attention(toy_vit.model, [len(blocks)]):
+            pass

@@ -76,7 +76,7 @@ class Attributions:
     source: list[np.ndarray] | None = None  # int (n_words,) each: index into caption.split()
 
 
-def token_relevance(maps: Sequence[torch.Tensor], grads: Sequence[torch.Tensor],
+def token_relevance(maps: Sequence[torch.Tensor | None], grads: Sequence[torch.Tensor | None],
                     eos: torch.Tensor, cfg: AttributionConfig) -> torch.Tensor:
     """The [EOS] row of R: (B, L) from per-layer A^h_l, grad(A^h_l) of shape (B, H, L, L).
 
@@ -86,10 +86,13 @@ def token_relevance(maps: Sequence[torch.Tensor], grads: Sequence[torch.Tensor],
     """
     if len(maps) != len(grads) or not maps:
         raise ValueError(f"token_relevance: {len(maps)} maps and {len(grads)} gradients")
-    layers = cfg.resolve(len(maps))
-    b, _, n, _ = maps[0].shape
-    rel = torch.eye(n, dtype=maps[0].dtype, device=maps[0].device).expand(b, n, n) if cfg.rollout \
-        else maps[0].new_zeros(b, n, n)
+    layers = cfg.resolve(len(maps))  # maps of other layers may be None (not captured)
+    if any(maps[i] is None or grads[i] is None for i in layers):
+        raise ValueError(f"token_relevance: layers {layers} need their maps and gradients")
+    ref = maps[layers[0]]
+    b, _, n, _ = ref.shape
+    rel = torch.eye(n, dtype=ref.dtype, device=ref.device).expand(b, n, n) if cfg.rollout \
+        else ref.new_zeros(b, n, n)
     for layer in layers:
         cam = grads[layer] * maps[layer]  # (B, H, L, L)
         if cfg.relu:
@@ -280,11 +283,17 @@ def _relevance_batch(clip: Clip, img: torch.Tensor, texts: Sequence[str],
                      cfgs: dict[str, AttributionConfig], device: str,
                      ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     tokens = tokenize_words(clip, [[w for w, _ in official_words(t)] for t in texts]).to(device)  # (B, L)
-    with torch.enable_grad(), capture_attention(clip.model) as cap:
+    n_layers = len(clip.model.transformer.resblocks)
+    needed = sorted({i for cfg in cfgs.values() for i in cfg.resolve(n_layers)})  # only these are captured
+    with torch.enable_grad(), capture_attention(clip.model, needed) as cap:
         txt = torch.nn.functional.normalize(encode_text_trimmed(clip.model, tokens), dim=-1)  # (B, D)
         cos = (img * txt).sum(-1)  # s: (B,)
         grads = cap.gradients(cos)
-    maps, eos = [m.detach() for m in cap.maps], _text_eos(clip, tokens)
+    maps: list[torch.Tensor | None] = [None] * n_layers  # per text layer; None where not captured
+    grads_all: list[torch.Tensor | None] = [None] * n_layers
+    for i, m, g in zip(needed, cap.maps, grads):
+        maps[i], grads_all[i] = m.detach(), g
+    grads, eos = grads_all, _text_eos(clip, tokens)
     rel = {name: token_relevance(maps, grads, eos, cfg).float().cpu().numpy()
            for name, cfg in cfgs.items()}
     return rel, cos.detach().float().cpu().numpy()

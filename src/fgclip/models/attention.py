@@ -132,8 +132,11 @@ def attention_blocks(tower: nn.Module) -> list[nn.Module]:
 
 
 @contextlib.contextmanager
-def capture_attention(tower: nn.Module) -> Iterator[AttentionCapture]:
-    """Record A^h_l of every block of ``tower`` while inside the ``with`` block.
+def capture_attention(tower: nn.Module, layers: list[int] | None = None) -> Iterator[AttentionCapture]:
+    """Record A^h_l of the blocks of ``tower`` while inside the ``with`` block: every block,
+    or only ``layers`` (indices 0..n-1); the others keep their fused attention kernel, which
+    is what makes a last-n-layers attribution cheaper than capturing all of them.
+    ``capture.maps`` then holds one map per captured block, in forward order.
 
     ``tower`` is an ``open_clip.CLIP`` (its text transformer), a ``TextTransformer``, a
     ``VisionTransformer`` (pass ``model.visual``) or a ``Transformer``. Outputs equal the
@@ -141,12 +144,15 @@ def capture_attention(tower: nn.Module) -> Iterator[AttentionCapture]:
     """
     capture = AttentionCapture()
     blocks = attention_blocks(tower)
+    chosen = range(len(blocks)) if layers is None else sorted(set(layers))
+    if any(not 0 <= i < len(blocks) for i in chosen):
+        raise ValueError(f"capture_attention: layers {list(chosen)} out of range for {len(blocks)} blocks")
     originals = [block.attn for block in blocks]
     if any(isinstance(m, _CapturingAttention) for m in originals):
         raise RuntimeError("capture_attention: this tower is already being captured")
     try:
-        for block, mha in zip(blocks, originals):
-            block.attn = _CapturingAttention(mha, capture)
+        for i in chosen:
+            blocks[i].attn = _CapturingAttention(originals[i], capture)
         yield capture
     finally:
         for block, mha in zip(blocks, originals):

@@ -227,13 +227,21 @@ def _toy_units(n_img=40, seeds=(0, 1, 2)):
     return frames, attrs
 
 
-def test_build_units_and_type_tables_by_hand():
-    from fgclip.methods.clip4dm_protocol import build_units, quartile_verdicts, type_tables
+def _toy_unit_table():
+    """:func:`build_units` over the synthetic draws of :func:`_toy_units` (one method "M",
+    ε -0.1 for the threshold forms); returns the table and the attributions per draw."""
+    from fgclip.methods.clip4dm_protocol import build_units
     frames, attrs = _toy_units()
     rng = np.random.default_rng(0)
     eps = {"most negative": None, "threshold": -0.1, "additive": -0.1}
     units = pd.concat([build_units(df, {"M": attrs[s]}, "M", rng, eps, -0.1) for s, df in zip(attrs, frames)],
                       ignore_index=True)
+    return units, attrs
+
+
+def test_build_units_and_type_tables_by_hand():
+    from fgclip.methods.clip4dm_protocol import quartile_verdicts, type_tables
+    units, _ = _toy_unit_table()
     foil = units.foil_type.eq("shape")
     assert units.loc[foil, "hit|M"].mean() == pytest.approx(0.75)  # 3 of 4 images
     assert units.loc[~foil, "hit|M"].isna().all()
@@ -267,12 +275,8 @@ def test_gflop_counts_a_matrix_product_and_pairs_per_second_reports_work():
 
 def test_paper_epsilon_verdicts_by_hand():
     from fgclip import verdicts
-    from fgclip.methods.clip4dm_protocol import PAPER_EPSILONS, build_units, paper_epsilon_verdicts
-    frames, attrs = _toy_units()
-    rng = np.random.default_rng(0)
-    eps = {"most negative": None, "threshold": -0.1, "additive": -0.1}
-    units = pd.concat([build_units(df, {"M": attrs[s]}, "M", rng, eps, -0.1) for s, df in zip(attrs, frames)],
-                      ignore_index=True)
+    from fgclip.methods.clip4dm_protocol import PAPER_EPSILONS, paper_epsilon_verdicts
+    units, attrs = _toy_unit_table()
     # strict: only the -0.5 foil word (3 of 4 images; F1 1, else 0) -> 0.75; loose flags every
     # word under 0.15: F1 0.5 in 3 of 4 images, 0 in the others -> 0.375
     vs, flagged = paper_epsilon_verdicts(units, attrs, seed=0, eps={"strict": -0.4, "loose": 0.15})

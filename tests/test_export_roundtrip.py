@@ -240,3 +240,16 @@ def test_encode_image_paths_matches_one_batch_of_all_images(exported):
     torch.testing.assert_close(feats, want, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="no image paths"):
         encode_image_paths(clip, [])
+
+
+def test_atomic_write_stream_leaves_nothing_when_the_writer_fails(tmp_path):
+    from fgclip.fileio import atomic_write_stream
+
+    path = atomic_write_stream(tmp_path / "a.bin", lambda f: f.write(b"old"))
+
+    def half(f):
+        f.write(b"half")
+        raise RuntimeError("killed while writing")
+    with pytest.raises(RuntimeError, match="killed"):
+        atomic_write_stream(path, half)
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["a.bin"]

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 from PIL import Image
@@ -23,12 +23,20 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, durable: bool = Fal
     ``durable=True`` also fsyncs the file before the rename (slower; only needed to survive
     a power loss, not for atomicity with respect to other readers).
     """
+    return atomic_write_stream(path, lambda f: f.write(data), durable)
+
+
+def atomic_write_stream(path: str | os.PathLike, write: Callable[[BinaryIO], Any],
+                        durable: bool = False) -> Path:
+    """Atomically write what ``write(file)`` writes into an open binary file: streamed to
+    the temporary file, never held in memory as a whole (e.g. ``torch.save(obj, f)`` of a
+    cache of several GB). Otherwise as :func:`atomic_write_bytes`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -1,20 +1,17 @@
 """Atomic checkpoints: a reader never sees a half-written file, even after a kill."""
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..fileio import atomic_write_bytes
+from ..fileio import atomic_write_stream
 
 
 def save_atomic(obj: Any, path: str | Path) -> Path:
-    """torch.save to memory, then :func:`fgclip.fileio.atomic_write_bytes` (fsync'd) onto ``path``."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return atomic_write_bytes(path, buffer.getvalue(), durable=True)
+    """torch.save streamed through :func:`fgclip.fileio.atomic_write_stream` (fsync'd) onto ``path``."""
+    return atomic_write_stream(path, lambda f: torch.save(obj, f), durable=True)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -5,8 +5,6 @@ softmax-vs-sigmoid controls. The notebook calls these; the algebra lives elsewhe
 """
 from __future__ import annotations
 
-import os
-
 from typing import Callable
 
 import numpy as np
@@ -14,6 +12,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..fileio import atomic_write_stream
 from ..losses.asymmetric import UNKNOWN
 from ..metrics.multilabel import per_class_ap
 from ..partial_labels import known_masks, partial_targets
@@ -266,13 +265,8 @@ def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, 
         if blob.get("files") == names and blob.get("fingerprint") == fingerprint:
             return blob["features"]
     feats = encode(paths)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")  # streamed to disk, no RAM copy
-    try:
-        torch.save({"files": names, "fingerprint": fingerprint, "features": feats}, partial)
-        os.replace(partial, path)  # never a half-written cache
-    finally:
-        partial.unlink(missing_ok=True)
+    blob = {"files": names, "fingerprint": fingerprint, "features": feats}
+    atomic_write_stream(path, lambda f: torch.save(blob, f))  # streamed to disk, no RAM copy
     return feats
 
 

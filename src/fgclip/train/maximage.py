@@ -122,6 +122,11 @@ def _caption_tokens(clip: Clip, texts: list[str], kind: str, device: str) -> tor
 TOO_LONG = ("error", "truncate")
 
 
+def first_positions(lengths: torch.Tensor) -> torch.Tensor:
+    """(C,) where each of C consecutive runs of ``lengths`` starts in their concatenation."""
+    return torch.cumsum(lengths, 0) - lengths
+
+
 @dataclass
 class WordBank:
     """Frozen word features of many captions, stored ragged: caption c's words are the rows
@@ -142,8 +147,7 @@ class WordBank:
     def from_dense(cls, words: torch.Tensor, mask: torch.Tensor) -> "WordBank":
         """From padded (C, L, Dt) features and their (C, L) mask (valid words first)."""
         lengths = mask.sum(dim=1).long()
-        starts = torch.cumsum(lengths, 0) - lengths
-        return cls(words[mask], starts, lengths)
+        return cls(words[mask], first_positions(lengths), lengths)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -165,7 +169,7 @@ class WordBank:
     def words_in_order(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(W,) caption and (W,) row of every word of every caption, caption by caption."""
         caption = torch.repeat_interleave(torch.arange(len(self)), self.lengths)
-        first = torch.cumsum(self.lengths, 0) - self.lengths  # position of each caption's first word
+        first = first_positions(self.lengths)  # position of each caption's first word in the order
         return caption, self.starts[caption] + torch.arange(len(caption)) - first[caption]
 
     def padded(self, captions) -> tuple[torch.Tensor, torch.Tensor]:
@@ -213,9 +217,9 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
                 raise ValueError(f"not one word of caption {text!r} fits the text context")
             per_unique.append(average_spans(x[k], fit).float().cpu())  # (n_kept_words, Dt)
     n_rows = torch.tensor([len(w) for w in per_unique])
-    first = torch.cumsum(n_rows, 0) - n_rows
     pick = torch.tensor([row[t] for t in texts])
-    bank = WordBank(torch.nn.functional.normalize(torch.cat(per_unique), dim=1), first[pick], n_rows[pick])
+    bank = WordBank(torch.nn.functional.normalize(torch.cat(per_unique), dim=1), first_positions(n_rows)[pick],
+                    n_rows[pick])
     return bank if ragged else bank.padded(range(len(captions)))
 
 
@@ -477,15 +481,15 @@ def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
     if not records:
         raise ValueError(f"split {split!r} of {root} lists no image")
     corpus = build_corpus(records)
-    arrays = []
 
     def batches():
         for s in range(0, len(corpus.image_paths), chunk):
             batch = load_images(corpus.image_paths[s:s + chunk], clip.image_size)  # (b, S, S, 3)
-            arrays.append(batch if keep_images else batch[:, :0, :0])
-            yield {"img": image_features(clip, batch, device=device)}
+            yield {"img": image_features(clip, batch, device=device),
+                   "pixels": torch.from_numpy(batch if keep_images else np.ascontiguousarray(batch[:, :0, :0]))}
 
-    img, images = collect_rows(len(corpus.image_paths), batches())["img"], np.concatenate(arrays)
+    out = collect_rows(len(corpus.image_paths), batches())
+    img, images = out["img"], out["pixels"].numpy()
     words = word_features(clip, corpus.captions, word_kind, device=device, too_long=too_long,
                           ragged=True)
     kept = words.lengths.tolist()  # words with features per caption

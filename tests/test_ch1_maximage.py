@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from fgclip.methods.maximage import (MaxImageHeads, aggregate, average_spans,
-                                     colocalization_volume, pair_scores, phrase_map,
+from fgclip.methods.maximage import (MaxImageHeads, aggregate, colocalization_volume, pair_scores, phrase_map,
                                      word_maps, word_token_spans)
+from fgclip.models.tokens import average_spans
 
 
 def _toy_batch():

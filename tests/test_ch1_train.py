@@ -137,7 +137,8 @@ def test_embedding_word_features_are_context_free():
 
 
 def test_trimmed_contextual_features_equal_the_full_context_ones():
-    from fgclip.methods.maximage import average_spans, word_token_spans
+    from fgclip.methods.maximage import word_token_spans
+    from fgclip.models.tokens import average_spans
     from fgclip.models import create_clip
 
     clip = create_clip("toy-vit", pretrained="toy")

@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from fgclip.methods.clip4dm import (AttributionConfig, clip4dm, clip4dm_variants, clip_score,
-                                    f_clip_score, leave_one_word_out, merge_words,
+                                    f_clip_score, leave_one_word_out,
                                     most_negative_word, normalize_per_caption, random_word,
                                     threshold_words, token_relevance, word_token_counts)
 from fgclip.models import create_clip, images_to_tensor
+from fgclip.models.tokens import average_spans, spans_from_counts
 from fgclip.toyworld import ToyWorldConfig, generate
 
 # one pair, 2 heads, 3 tokens; the [EOS] is token 2
@@ -49,10 +50,13 @@ def test_bad_layers_are_named():
 
 
 def test_merge_words_and_bpe_counts():
-    np.testing.assert_allclose(merge_words(np.array([1.0, 2.0, 4.0, -3.0, 9.0]), [1, 2, 1]),
-                               [1.0, 3.0, -3.0])
-    with pytest.raises(ValueError, match="tokens needed"):
-        merge_words(np.array([1.0]), [1, 1])
+    spans = spans_from_counts([1, 2, 1])
+    assert spans == [(0, 1), (1, 3), (3, 4)]
+    np.testing.assert_allclose(average_spans(np.array([1.0, 2.0, 4.0, -3.0, 9.0]), spans), [1.0, 3.0, -3.0])
+    with pytest.raises(ValueError, match="runs past"):
+        average_spans(np.array([1.0]), spans_from_counts([1, 1]))
+    with pytest.raises(ValueError, match="at least one token"):
+        spans_from_counts([1, 0])
     clip = create_clip("toy-vit", pretrained=None)
     encode = clip.tokenizer.encode
     text = "A photo depicts an antidisestablishmentarian teddy-bear."

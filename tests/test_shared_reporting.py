@@ -124,3 +124,25 @@ def test_interactive_figure_rejects_non_value_controls():
         InteractiveFigure(_titled, {"button": widgets.Button()})
     with pytest.raises(ValueError):
         InteractiveFigure(_titled, {})
+
+
+def test_show_source_shows_the_running_code():
+    from fgclip.models.tokens import average_spans, spans_from_counts
+    from fgclip.reporting import show_source
+    md = show_source(spans_from_counts, average_spans).data
+    assert md.startswith("```python\ndef spans_from_counts(") and md.endswith("\n```")
+    assert "def average_spans(" in md and "np.cumsum(counts" in md
+    with pytest.raises(ValueError, match="at least one"):
+        show_source()
+
+
+def test_glue_findings_glues_markdown_under_the_chapter_prefix(monkeypatch):
+    import myst_nb
+    from fgclip import reporting
+    glued = []
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: glued.append((name, value.data, display)))
+    names = reporting.glue_findings("ch9", {"headline": "A **beats** B", "data-size": "12 images"})
+    assert glued == [("ch9-headline", "A **beats** B", False), ("ch9-data-size", "12 images", False)]
+    assert names == {"ch9-headline": "A **beats** B", "ch9-data-size": "12 images"}
+    with pytest.raises(ValueError, match="lower-case"):
+        reporting.glue_findings("ch9", {"Bad Key": "x"})

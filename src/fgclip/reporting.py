@@ -1,15 +1,53 @@
-"""How a chapter reports: seed tables, the closing "What we found" box, results.json."""
+"""How a chapter reports: library code on the page, seed tables, the closing findings, results.json."""
 from __future__ import annotations
 
+import inspect
 import os
+import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 from IPython.display import Markdown
 
 from .fileio import atomic_write_json
 from .stats import mean_std
+
+
+def show_source(*functions: Callable) -> Markdown:
+    """The library's own source of ``functions``, shown on the page as one Python code block.
+
+    A chapter shows the function that computes an equation right under it, so the reader
+    sees the code that runs, not a copy of it that could drift.
+    """
+    if not functions:
+        raise ValueError("show_source needs at least one function")
+    blocks = [inspect.getsource(f).rstrip() for f in functions]
+    return Markdown("```python\n" + "\n\n\n".join(blocks) + "\n```")
+
+
+GLUE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def glue_findings(chapter: str, findings: Mapping[str, str]) -> dict[str, str]:
+    """Glue each finding (Markdown built from the run) as ``<chapter>-<key>`` for the
+    chapter's closing prose, which cites them with {glue:md}`<chapter>-<key>` roles.
+
+    Where myst-nb is not installed (Colab without the book tools) nothing is glued; the
+    chapter then shows the same findings as a plain box (:func:`found_box`). Returns the
+    glued names.
+    """
+    bad = [k for k in findings if not GLUE_KEY.match(k)]
+    if bad:
+        raise ValueError(f"finding keys must be lower-case words joined by '-', got {bad}")
+    names = {f"{chapter}-{k}": text for k, text in findings.items()}
+    try:
+        from myst_nb import glue
+    except ImportError:
+        return names
+    for name, text in names.items():
+        glue(name, Markdown(text), display=False)
+    return names
 
 
 def seed_table(df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],

@@ -97,6 +97,14 @@ class Verdict:
                 f"to {self.ci_high:+.{digits}f}; {self.size()}; {self.seeds_agreeing} of "
                 f"{self.n_seeds} seeds agree in sign): **{self.outcome}**.")
 
+    def brief(self, digits: int = 3) -> str:
+        """The comparison as a clause for prose: both means, the difference, its interval
+        and the outcome (:meth:`sentence` adds the claim, the units and the seeds)."""
+        a, b = self.arms
+        return (f"{a} {self.mean_a:.{digits}f} vs {b} {self.mean_b:.{digits}f}, difference "
+                f"{self.difference:+.{digits}f} [{self.ci_low:+.{digits}f}, {self.ci_high:+.{digits}f}], "
+                f"**{self.outcome}**")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe record with the keys every chapter's results.json carries."""
         d = asdict(self)

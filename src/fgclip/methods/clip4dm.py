@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..models.attention import capture_attention
+from ..models import tokens as bpe  # BPE tokens -> words, shared with chapter 1
 from ..models.factory import Clip
 
 TEMPLATE = "A photo depicts "  # CLIPScore's prompt, prepended by the paper's code too
@@ -127,32 +128,14 @@ def official_words(text: str) -> list[tuple[str, int]]:
 
 def word_token_counts(text: str, encode: Callable[[str], list[int]]) -> list[int]:
     """BPE tokens per official word (:func:`official_words`), checked against the
-    tokenisation of the whole text."""
-    words = [w for w, _ in official_words(text)]
-    counts = [len(encode(word)) for word in words]
-    if sum((encode(word) for word in words), []) != encode(text):
-        raise ValueError(f"caption {text!r}: its BPE tokens do not split at its words")
-    return counts
+    tokenisation of the whole text (:func:`fgclip.models.tokens.token_counts`)."""
+    return bpe.token_counts([w for w, _ in official_words(text)], encode, text)
 
 
 def caption_fits(clip: Clip, captions: Sequence[str], template: str = TEMPLATE) -> np.ndarray:
     """(N,) bool: template + caption has at most context - 2 BPE tokens ([SOT], [EOT])."""
     encode, context = _encode(clip), getattr(clip.model, "context_length", 77)
     return np.array([len(encode(template + c)) + 2 <= context for c in captions], dtype=bool)
-
-
-def merge_words(token_scores: np.ndarray, counts: Sequence[int]) -> np.ndarray:
-    """w_j = mean of the scores of word j's BPE tokens (as the paper's code averages them).
-
-    ``token_scores`` starts at the first word's first token; ``counts`` are tokens per word
-    (see :func:`word_token_counts`), so punctuation stays with the word it is attached to.
-    """
-    ends = np.cumsum(counts)
-    if len(counts) == 0 or ends[-1] > len(token_scores):
-        raise ValueError(f"merge_words: {int(ends[-1]) if len(counts) else 0} tokens needed, "
-                         f"{len(token_scores)} given")
-    starts = ends - np.asarray(counts)
-    return np.array([token_scores[s:e].mean() for s, e in zip(starts, ends)], dtype=np.float64)
 
 
 def _encode(clip: Clip) -> Callable[[str], list[int]]:
@@ -274,7 +257,8 @@ def clip4dm_variants(clip: Clip, images: torch.Tensor, captions: Sequence[str],
     out = {}
     for name in cfgs:
         rel = [r for batch in rows[name] for r in batch]  # (T_batch,) each; column 0 is [SOT]
-        ws = [merge_words(r[1:], c)[kp] for r, c, kp in zip(rel, counts, keep)]
+        ws = [bpe.average_spans(r, bpe.spans_from_counts(c, start=1))[kp]  # w_j: mean over word j's tokens
+              for r, c, kp in zip(rel, counts, keep)]
         out[name] = Attributions(words, ws, cos, source)
     return out
 

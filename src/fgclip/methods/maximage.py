@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models import tokens as bpe  # BPE tokens -> words, shared with chapter 2
+
 AGGREGATORS = ("maximage", "average", "max-tokens")
 SCORES = ("cosine", "dot")
 PARSE_MODES = ("vector", "maps")
@@ -139,30 +141,9 @@ def phrase_map(heads: MaxImageHeads, v: torch.Tensor, word_feats: torch.Tensor,
 
 
 def word_token_spans(tokenizer, words: Sequence[str]) -> list[tuple[int, int]]:
-    """Token positions [start, end) of each whitespace word in the tokenized caption.
-
-    open_clip's BPE may split a word into several tokens; position 0 is the start token, so
-    word k covers 1 + sum_{j<k} n_j ... 1 + sum_{j<=k} n_j. Checked against the encoding of
-    the whole caption, so a tokenizer that merges across spaces is an error, not a shift.
-    """
-    pieces = [tokenizer.encode(w) for w in words]
-    if any(len(p) == 0 for p in pieces):
-        raise ValueError(f"a word of {list(words)!r} encodes to no token")
-    whole = tokenizer.encode(" ".join(words))
-    if [t for p in pieces for t in p] != whole:
-        raise ValueError(f"word-by-word tokens differ from the caption's: {' '.join(words)!r}")
-    spans, start = [], 1
-    for p in pieces:
-        spans.append((start, start + len(p)))
-        start += len(p)
-    return spans
-
-
-def average_spans(tokens: torch.Tensor, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
-    """Word vectors as the mean of their tokens: tokens (T, D) -> (len(spans), D)."""
-    if spans and spans[-1][1] > tokens.shape[0]:
-        raise ValueError(f"span {spans[-1]} runs past the {tokens.shape[0]} tokens")
-    return torch.stack([tokens[a:b].mean(dim=0) for a, b in spans])
+    """Token positions [start, end) of each whitespace word in the tokenized caption
+    (position 0 is [SOT]); :func:`fgclip.models.tokens.token_counts` checks the split."""
+    return bpe.spans_from_counts(bpe.token_counts(words, tokenizer.encode), start=1)
 
 
 def normalize_features(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -17,11 +17,12 @@ from ..datasets import FlickrRecord, read_flickr30k_entities_image
 from ..datasets.boxes import scale_boxes
 from ..datasets._files import read_id_list
 from ..losses.ranking import npair_loss, same_text_mask, triplet_loss
-from ..methods.maximage import (PARSE_MODES, MaxImageHeads, average_spans, pair_scores,
+from ..methods.maximage import (PARSE_MODES, MaxImageHeads, pair_scores,
                                 word_token_spans)
 from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, contains_center,
                                phrase_pointing, pointing_hit, random_points)
 from ..models import Clip, encode_image_dense, images_to_tensor
+from ..models import tokens as bpe
 from ..models.dense import collect_rows
 from ..precision import autocast_context, check_precision
 from ..progress import progress
@@ -191,7 +192,7 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
     ``"embedding"``: the CLIP token-embedding rows (context-free word vectors).
     ``"contextual"``: the text transformer's output after ln_final and the text projection
     (each token sees the words before it: CLIP's causal mask). A word split by the BPE is
-    the mean of its tokens (``average_spans``); vectors are L2-normalised. Each distinct
+    the mean of its tokens (:func:`fgclip.models.tokens.average_spans`); vectors are L2-normalised. Each distinct
     caption is encoded once (toy captions repeat a lot). A caption longer than the text
     context raises (``too_long="error"``) or keeps only the words that fit
     (``"truncate"``: the rest get mask False; count them with ``mask.sum(1) < len``).
@@ -215,7 +216,7 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
                                  "(pass too_long='truncate' to keep the words that fit)")
             if not fit:
                 raise ValueError(f"not one word of caption {text!r} fits the text context")
-            per_unique.append(average_spans(x[k], fit).float().cpu())  # (n_kept_words, Dt)
+            per_unique.append(bpe.average_spans(x[k], fit).float().cpu())  # (n_kept_words, Dt)
     n_rows = torch.tensor([len(w) for w in per_unique])
     pick = torch.tensor([row[t] for t in texts])
     bank = WordBank(torch.nn.functional.normalize(torch.cat(per_unique), dim=1), first_positions(n_rows)[pick],

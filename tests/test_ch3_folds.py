@@ -146,3 +146,52 @@ def test_teacher_arms_oracle_removes_only_wrong_labels_and_fixed_is_optional():
     assert arms["FOR, novel names removed"][1].shape == (2, 3)
     assert "FOR, fixed τ (paper)" in teacher_arms(scores, scores[:, keep], truth, {**taus, "fixed": 0.01},
                                                   text, keep, seed=0)
+
+
+@pytest.fixture(scope="module")
+def small_study():
+    """40 training and 24 gallery scenes, encoded once by the committed toy ResNet CLIP."""
+    from fgclip.models import create_clip
+    from fgclip.toyworld import ToyWorldConfig, generate
+    from fgclip.toyworld.world import open_vocabulary
+    from fgclip.train.for_folds import for_data
+    world = ToyWorldConfig()
+    train, gallery = generate(world, 40, seed=0, split="train"), generate(world, 24, seed=0, split="test")
+    categories = sorted({c for s in train + gallery for c in s.labels})
+    data = for_data(create_clip("toy-rn", pretrained="toy"), np.stack([s.image for s in train]),
+                    np.stack([s.image for s in gallery]), [s.labels for s in train], [s.labels for s in gallery],
+                    categories, open_vocabulary(world.categories), "a {}", 0.25, seed=0)
+    return data, train
+
+
+def test_for_data_splits_the_training_images_and_encodes_once(small_study):
+    data, train = small_study
+    assert len(data.val_idx) == 10 and len(data.fit_idx) == 30
+    assert set(data.val_idx.tolist()).isdisjoint(data.fit_idx.tolist())
+    assert data.truth.shape == (40, len(data.vocab)) and data.relevant.shape == (len(data.categories), 24)
+    assert data.truth[0, data.vocab.index(sorted(train[0].labels)[0])]
+    assert data.query_text.shape[0] == len(data.categories) and data.logit_scale > 1
+
+
+def test_prepare_fold_chooses_on_validation_and_train_arms_trains_every_arm(small_study):
+    from fgclip.train import for_folds as ff
+    data, _ = small_study
+    novel = data.categories[:3]
+    fold = ff.prepare_fold(data, 0, novel, [1, 2], 5e-4, seed=0)
+    assert fold.k in (1, 2) and fold.base == [c for c in data.categories if c not in novel]
+    assert len(fold.supervised) == len(data.fit_idx)
+    fit_labels = [data.train_labels[i] for i in data.fit_idx]
+    assert [{fold.base[j] for j in t.tolist()} for t in fold.supervised] == [x - set(novel) for x in fit_labels]
+    assert "fixed" not in fold.taus  # 5e-4 accepts nearly every name of a 138-name vocabulary
+    assert [a["τ"] for a in fold.acceptance] == ["held-out τ", "fixed τ (paper)", "τ scaled to V"]
+    assert fold.acceptance[1]["share of vocabulary"] > 0.5
+    planted = fold.teacher[ff.PLANTED][0]
+    assert [set(t.tolist()) for t in planted] == [set(r.nonzero().flatten().tolist()) for r in data.truth[data.fit_idx]]
+    runs, attn = ff.train_arms(data, fold, 0, dict(n_queries=3, n_layers=1, d_model=8, residual=False, train_out=True),
+                               dict(epochs=1, batch_size=16, lr=1e-3))
+    expected = {ff.GLOBAL, ff.CLUSTER, ff.SUPERVISED, ff.FROZEN, ff.GLOBAL_SLOT, *fold.teacher}
+    assert set(runs) == expected
+    assert runs[ff.FOR].shape == (24, 3, data.query_text.shape[1]) and attn.shape[:2] == (24, 3)
+    assert runs[ff.CLUSTER].shape[1] == fold.k + 1
+    torch.testing.assert_close(runs[ff.GLOBAL_SLOT], torch.cat([runs[ff.GLOBAL], runs[ff.FOR]], 1))
+    assert not torch.allclose(runs[ff.SUPERVISED], runs[ff.FOR])  # the pseudo-label loss changed something

@@ -19,7 +19,7 @@ every image, and ranking by the max over embeddings turns that into false positi
 - Supervised loss L_sup: vocabulary = base categories, targets = the image's base labels.
 - Pseudo-label loss L_pl (paper Eq. 4): vocabulary = the open vocabulary, targets = the
   names the teacher accepts. The teacher is Cluster-CLIP: with its embeddings c_k,
-  score(v) = max_k softmax_v( s <c_k, t_v> ), and v is accepted when score(v) > tau.
+  score(v) = max_k softmax_v( lambda <c_k, t_v> ), and v is accepted when score(v) > tau.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def hungarian_match(cost: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def set_loss(embeddings: torch.Tensor, text: torch.Tensor, targets: Sequence[torch.Tensor | None],
              logit_scale: float, null_logit: torch.Tensor | None = None,
              null_weight: float = 0.1) -> tuple[torch.Tensor, int]:
-    """Hungarian-matched cross-entropy with DETR's "no object" class (module docstring).
+    """Hungarian-matched cross-entropy with DETR's "no object" class (module docstring; Eq. (eq-set-loss)).
 
     embeddings (B, N, D) and text (V, D), both L2-normalised; targets: per image a tensor
     of class indices in 0..V-1, empty for "labelled, none of these classes", or None for
@@ -96,7 +96,7 @@ def set_loss(embeddings: torch.Tensor, text: torch.Tensor, targets: Sequence[tor
 @torch.no_grad()
 def teacher_scores(teacher_embeddings: torch.Tensor, vocab_text: torch.Tensor,
                    logit_scale: float) -> torch.Tensor:
-    """score_b(v) = max_k softmax_v( s <c_{b,k}, t_v> ): (B, K, D), (V, D) -> (B, V)."""
+    """score_b(v) = max_k softmax_v( lambda <c_{b,k}, t_v> ): (B, K, D), (V, D) -> (B, V) (Eq. (eq-teacher))."""
     probs = (logit_scale * teacher_embeddings @ vocab_text.T).softmax(-1)  # (B, K, V)
     return probs.max(1).values
 

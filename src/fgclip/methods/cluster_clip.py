@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 
 def cluster_image(dense: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """(P, D) dense features of one image -> (k, D) L2-normalised cluster means.
+    """(P, D) dense features of one image -> (k, D) L2-normalised cluster means (Eq. (eq-cluster-clip)).
 
     ``k`` larger than the number of positions P is an error (it names ``k``).
     """

@@ -86,7 +86,7 @@ def pool_memory(pool: AttentionPool2d, feature_map: torch.Tensor) -> PoolMemory:
 def attend(pool: AttentionPool2d, q: torch.Tensor, k_self: torch.Tensor, v_self: torch.Tensor,
            k_map: torch.Tensor, v_map: torch.Tensor, out_proj: nn.Module | None = None,
            ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Multi-head attention of N query tokens over [itself, the map], then W_c.
+    """Multi-head attention of N query tokens over [itself, the map], then W_c (Eq. (eq-attnpool), chapter 3).
 
     a_i = softmax_j( <q_i, k_j> / sqrt(d_head) ) over j in {self, 1..P} (per head);
     e_i = W_c concat_heads( sum_j a_ij v_j ).
@@ -126,7 +126,8 @@ def frozen_attention_pool(pool: AttentionPool2d, feature_map: torch.Tensor,
 
 
 class SumClipHead(nn.Module):
-    """N learnable queries -> decoder layers over the map -> N tokens t_i = [m +] U h_i -> pool.
+    """N learnable queries -> decoder layers over the map -> N tokens t_i = [m +] U h_i -> pool
+    (Eq. (eq-sumclip-tokens), chapter 3).
 
     residual: t_i = m + U h_i (True) or U h_i (False, the paper's design); train_out: W_c is
     a trainable copy (True) or CLIP's frozen one (False).

@@ -15,21 +15,23 @@ so the same acceptance scale on a V-name vocabulary is (:func:`vocabulary_scaled
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..losses.matching import label_f1
+from ..losses.matching import choose_threshold, label_f1, log_grid, teacher_scores
 from ..methods.cluster_clip import cluster_clip_embeddings
 from ..methods.sumclip import PoolMemory, SumClipHead
 from ..metrics.object_retrieval import per_category_ap
 from ..toyworld import ToyWorldConfig, generate
 from ..toyworld.cache import toy_export
 from ..toyworld.export import export_coco
-from .sumclip import HeadTrainConfig, embed, train_head
+from .sumclip import (FrozenFeatures, HeadTrainConfig, embed, encode_frozen, label_matrix, targets_from,
+                      train_head)
 
 IMAGENET21K_NAMES = 21_843
 VOCABULARY_SCRIPT = "data_scripts/prepare_imagenet21k_names.py"
@@ -61,6 +63,19 @@ def coco_root(data_root: str | Path, splits: dict[str, int], world: ToyWorldConf
         raise ValueError(f"parameters 'train_split'/'eval_split': {root} holds {have or 'no instances_*.json'}, "
                          f"not instances_<split>.json for {list(splits)}")
     return toy_export(root, holds, export, world=world, seed=seed, splits=splits)
+
+
+def read_splits(root: Path, train_split: str, eval_split: str, n_train: int, n_eval: int) -> tuple[list, list]:
+    """The first n_train / n_eval images of each COCO split (pycocotools); too few is an error."""
+    from ..datasets import read_coco_split
+    out = []
+    for split, n, name in ((train_split, n_train, "n_train"), (eval_split, n_eval, "n_eval")):
+        records = read_coco_split(root, split, captions=False)[:n]
+        if len(records) < n:
+            raise ValueError(f"parameter {name!r}: {root} split {split!r} has {len(records)} images, "
+                             f"fewer than the {n} asked for")
+        out.append(records)
+    return out[0], out[1]
 
 
 def open_vocabulary(meta: dict | None, vocabulary_file: str) -> list[str]:
@@ -112,6 +127,28 @@ def category_folds(categories: Sequence[str], n_folds: int, seed: int) -> list[l
         raise ValueError(f"n_folds must be in 2..{len(categories)}, got {n_folds}")
     order = np.random.default_rng(seed).permutation(len(categories))
     return [sorted(categories[i] for i in part) for part in np.array_split(order, n_folds)]
+
+
+def tau_selection(fixed_tau: float, vocab_size: int) -> list[dict]:
+    """Rows of the "what was chosen on which split" table for the two thresholds nobody fits here."""
+    return [{"hyperparameter": "τ, paper's fixed value", "candidates": "-", "chosen": f"{fixed_tau:g}",
+             "criterion": "set by the paper", "split": "unknown (the paper does not say)"},
+            {"hyperparameter": "τ scaled to V", "candidates": "-",
+             "chosen": f"{vocabulary_scaled_tau(fixed_tau, vocab_size):.3g}",
+             "criterion": f"{fixed_tau:g} x {IMAGENET21K_NAMES} / {vocab_size}", "split": "none (derived)"}]
+
+
+def tau_sentence(acceptance_table: pd.DataFrame, vocab_size: int, facts: dict) -> str:
+    """Names accepted per image, and their precision, under each threshold (rows of
+    :func:`acceptance` averaged over folds, indexed by the threshold's name)."""
+    def part(name: str) -> str:
+        row = acceptance_table.loc[name]
+        return f"{name} (τ = {row['tau']:.3g}) accepts {row['accepted/image']:.1f} of {vocab_size} names per " \
+               f"image at precision {row['precision']:.3f}"
+    fixed = acceptance_table.loc["fixed τ (paper)", "share of vocabulary"] >= 0.5
+    return ("; ".join(part(n) for n in acceptance_table.index) + f"; precision is measured against "
+            f"{facts['precision_against']}." + (" A threshold that accepts most of the vocabulary cannot decide "
+            "anything, so the paper's fixed τ was not trained here." if fixed else ""))
 
 
 def vocabulary_scaled_tau(tau: float, vocab_size: int, reference_size: int = IMAGENET21K_NAMES) -> float:
@@ -179,14 +216,15 @@ def score_rows(arm: str, fold: int, seed: int, text: torch.Tensor, embeddings: t
 
 
 def novel_matrix(rows: pd.DataFrame, arm: str, metric: str, seeds: Sequence[int],
-                 categories: Sequence[str]) -> np.ndarray:
+                 categories: Sequence[str], role: str = "novel") -> np.ndarray:
     """a[s, c]: ``metric`` of category c in the fold where it is novel, seed s -> (S, C).
 
-    Categories never novel, or without a relevant image, are NaN.
+    role="base": the mean over the folds where c is base. Categories never in that role,
+    or without a relevant image, are NaN.
     """
-    sel = rows[(rows["arm"] == arm) & (rows["role"] == "novel")]
+    sel = rows[(rows["arm"] == arm) & (rows["role"] == role)]
     if sel.empty:
-        raise ValueError(f"no novel rows for arm {arm!r}")
+        raise ValueError(f"no {role} rows for arm {arm!r}")
     table = sel.pivot_table(index="seed", columns="category", values=metric, aggfunc="mean")
     return table.reindex(index=list(seeds), columns=list(categories)).to_numpy(dtype=np.float64)
 
@@ -214,3 +252,150 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
         "planted teacher (correct labels)": (planted, vocab_text),
         "planted teacher, shuffled": (shuffle_targets(planted, seed), vocab_text)})
     return arms
+
+
+# The arms of the fold loop. Trained arms share one head setting except the frozen arm.
+GLOBAL, CLUSTER, SUPERVISED, FOR = "CLIP global", "Cluster-CLIP", "supervised only", "FOR"
+FROZEN, GLOBAL_SLOT = "FOR, frozen (m-residual)", "FOR + global slot"
+FIXED_TAU, SCALED_TAU, NAMES_REMOVED = "FOR, fixed τ (paper)", "FOR, τ scaled to V", "FOR, novel names removed"
+ORACLE, PLANTED, SHUFFLED = "FOR, wrong labels removed (oracle)", "planted teacher (correct labels)", "planted teacher, shuffled"
+
+
+@dataclass
+class ForData:
+    """Everything the fold loop reads, computed once from the frozen CLIP."""
+
+    pool: torch.nn.Module  # CLIP's AttentionPool2d
+    train: FrozenFeatures  # all training images (fit + validation)
+    gallery: FrozenFeatures  # the retrieval gallery
+    fit_idx: torch.Tensor  # (I_fit,) training images the heads learn from
+    val_idx: torch.Tensor  # (I_val,) training images held out to choose k and tau
+    train_labels: list[set[str]]  # category names of each training image
+    truth: torch.Tensor  # (I_train, V) bool: vocabulary names in each training image
+    relevant: torch.Tensor  # (C, I_gallery) bool
+    query_text: torch.Tensor  # (C, D) prompts of the categories
+    vocab_text: torch.Tensor  # (V, D) prompts of the open vocabulary
+    categories: list[str]
+    vocab: list[str]
+    logit_scale: float  # lambda
+
+
+@dataclass
+class Fold:
+    """One novel split: its choices on the validation images and its teacher's labels."""
+
+    index: int
+    novel: list[str]
+    base: list[str]
+    k: int  # Cluster-CLIP's k
+    taus: dict[str, float]
+    supervised: list[torch.Tensor]  # base-category indices per fit image
+    teacher: dict[str, tuple[list[torch.Tensor], torch.Tensor]]  # arm -> (targets, text)
+    selection: list[dict] = field(default_factory=list)
+    acceptance: list[dict] = field(default_factory=list)
+
+
+def for_data(clip, train_images: np.ndarray, gallery_images: np.ndarray, train_labels: Sequence[set[str]],
+             gallery_labels: Sequence[set[str]], categories: Sequence[str], vocab: Sequence[str], prompt: str,
+             holdout_fraction: float, seed: int) -> ForData:
+    """Encode both image sets once with the frozen CLIP (:func:`encode_frozen`), the prompts of
+    the categories and the vocabulary, and carve a seeded validation part (at least 2 images)
+    out of the training images. Labels outside ``categories`` (and ``vocab``) are ignored."""
+    from ..evaluation import encode_texts
+    if not 0.0 < holdout_fraction < 1.0:
+        raise ValueError(f"parameter 'holdout_fraction' must be in (0, 1), got {holdout_fraction}")
+    perm = np.random.default_rng(seed).permutation(len(train_images))
+    n_val = max(2, round(holdout_fraction * len(perm)))
+    if len(perm) - n_val < 2:
+        raise ValueError(f"parameter 'holdout_fraction': {holdout_fraction} of {len(perm)} training images "
+                         "leaves fewer than 2 to train on")
+    cats, names = set(categories), set(vocab)
+    return ForData(
+        pool=clip.model.visual.attnpool, train=encode_frozen(clip, train_images),
+        gallery=encode_frozen(clip, gallery_images),
+        fit_idx=torch.as_tensor(np.sort(perm[n_val:])), val_idx=torch.as_tensor(np.sort(perm[:n_val])),
+        train_labels=[set(x) & cats for x in train_labels],
+        truth=label_matrix([set(x) & names for x in train_labels], vocab),
+        relevant=label_matrix([set(x) & cats for x in gallery_labels], categories).T,
+        query_text=encode_texts(clip, [prompt.format(c) for c in categories]).cpu(),
+        vocab_text=encode_texts(clip, [prompt.format(v) for v in vocab]).cpu(),
+        categories=list(categories), vocab=list(vocab), logit_scale=clip.model.logit_scale.exp().item())
+
+
+def name_encoder(clip, prompt: str, known: dict[str, torch.Tensor]) -> Callable[[str], torch.Tensor]:
+    """name -> its prompt's text embedding (D,), from ``known`` or encoded once and kept there."""
+    from ..evaluation import encode_texts
+
+    def encode(name: str) -> torch.Tensor:
+        if name not in known:
+            known[name] = encode_texts(clip, [prompt.format(name)]).cpu()[0]
+        return known[name]
+    return encode
+
+
+def prepare_fold(data: ForData, index: int, novel: Sequence[str], k_candidates: Sequence[int],
+                 fixed_tau: float, seed: int) -> Fold:
+    """Choose k and tau on the validation images (base labels only) and build the teacher arms.
+
+    The fixed-tau arm is left out when it accepts at least half of the vocabulary per image:
+    such a teacher labels every image with nearly every name, so it cannot decide anything.
+    """
+    base = [c for c in data.categories if c not in novel]
+    bq = torch.tensor([data.categories.index(c) for c in base])
+    val = data.val_idx
+    val_relevant = label_matrix([data.train_labels[i] & set(base) for i in val], base).T
+    k, _ = choose_k(data.train.dense[val], data.train.pooled[val], data.query_text[bq], val_relevant,
+                    k_candidates, seed)
+    teacher = cluster_clip_embeddings(data.train.dense, data.train.pooled, k, seed)
+    keep = torch.tensor([v not in novel for v in data.vocab])  # the vocabulary without the novel names
+    scores, scores_rm = (teacher_scores(teacher, t, data.logit_scale)
+                         for t in (data.vocab_text, data.vocab_text[keep]))
+    kept = [v for v in data.vocab if v not in novel]
+    bcols, bcols_rm = ([names.index(c) for c in base if c in names] for names in (data.vocab, kept))
+    grid = log_grid(1e-5, 0.5, 15)
+    taus = {"held-out": choose_threshold(scores[val][:, bcols], data.truth[val][:, bcols], grid)[0],
+            "held-out, names removed": choose_threshold(scores_rm[val][:, bcols_rm],
+                                                        data.truth[val][:, bcols], grid)[0],
+            "fixed": fixed_tau, "scaled": vocabulary_scaled_tau(fixed_tau, len(data.vocab))}
+    fit = data.fit_idx
+    acc = [{"fold": index, "τ": name, **acceptance(scores[fit], data.truth[fit], taus[key])}
+           for name, key in (("held-out τ", "held-out"), ("fixed τ (paper)", "fixed"), ("τ scaled to V", "scaled"))]
+    if acc[1]["share of vocabulary"] >= 0.5:
+        del taus["fixed"]
+    selection = [{"hyperparameter": f"Cluster-CLIP k (fold {index})", "candidates": str(list(k_candidates)),
+                  "chosen": k, "criterion": "base-category mAP", "split": "validation (training images)"},
+                 {"hyperparameter": f"τ (fold {index})", "candidates": "15 values 1e-5..0.5",
+                  "chosen": f"{taus['held-out']:.2g}", "criterion": "F1 of accepted base labels",
+                  "split": "validation (training images)"}]
+    sup = targets_from(label_matrix([data.train_labels[i] & set(base) for i in fit], base))
+    arms = teacher_arms(scores[fit], scores_rm[fit], data.truth[fit], taus, data.vocab_text, keep, seed + index)
+    return Fold(index, list(novel), base, k, taus, sup, arms, selection, acc)
+
+
+def train_arms(data: ForData, fold: Fold, seed: int, head_kw: dict, train_kw: dict,
+               clusters: dict | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every arm's gallery embeddings (I, slots, D) for one (fold, seed), and FOR's attention.
+
+    Trained arms: supervised only, FOR and each teacher arm with ``head_kw``; the frozen arm
+    with the m-residual and CLIP's own W_c. ``clusters`` caches Cluster-CLIP per (k, seed).
+    """
+    clusters = {} if clusters is None else clusters
+    if (fold.k, seed) not in clusters:
+        clusters[fold.k, seed] = cluster_clip_embeddings(data.gallery.dense, data.gallery.pooled, fold.k, seed)
+    bq = torch.tensor([data.categories.index(c) for c in fold.base])
+    memory, gallery = data.train.memory.select(data.fit_idx), data.gallery.memory
+
+    def fit(labels, kw):  # labels: None (supervised only) or (targets per image, the text they index)
+        targets, text = labels if labels is not None else (None, data.vocab_text)
+        return train_and_embed(data.pool, memory, gallery, fold.supervised, targets, data.query_text[bq],
+                               text, data.logit_scale, seed, kw, train_kw)
+
+    runs = {GLOBAL: data.gallery.pooled[:, None].cpu(), CLUSTER: clusters[fold.k, seed],
+            SUPERVISED: fit(None, head_kw)[0],
+            FROZEN: fit(fold.teacher[FOR], {**head_kw, "residual": True, "train_out": False})[0]}
+    for name, labels in fold.teacher.items():
+        runs[name], attn = fit(labels, head_kw)
+        if name == FOR:
+            for_attention = attn
+    runs[GLOBAL_SLOT] = torch.cat([runs[GLOBAL], runs[FOR]], 1)
+    return runs, for_attention

@@ -102,12 +102,12 @@ from fgclip import verdicts
 from fgclip.losses import matching
 from fgclip.methods import cluster_clip, sumclip
 from fgclip.models import create_clip
+from fgclip.models.images import load_images
 from fgclip.reporting import found_box, glue_findings, show_source, write_results
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
 from fgclip.train import for_folds as ff
-from fgclip.train.sumclip import load_images
 from fgclip.viz import set_style
 from fgclip.viz.retrieval import make_retrieval_draw
 from fgclip.viz.widgets import InteractiveFigure
@@ -145,8 +145,8 @@ if base_categories:
     categories = [c for c in categories if c in set(base_categories) | set(novel_categories)]
 folds = [sorted(novel_categories)] if novel_categories else ff.category_folds(categories, n_folds, seed)
 clip = create_clip(model, pretrained=pretrained, device=device)
-size = None if meta is not None else clip.image_size  # real photos: resized, not cropped
-eval_images = load_images([r.image_path for r in eval_records], size)
+size = None if meta is not None else clip.image_size  # real photos: stretched, not cropped (boxes stay in view)
+eval_images = load_images([r.image_path for r in eval_records], size, geometry="resize").pixels
 print(f"{root}: {len(train_records)} training and {len(eval_records)} gallery images; {len(categories)} categories, "
       f"open vocabulary of {len(vocab)} names")
 display(pd.DataFrame({"novel categories": [", ".join(f) for f in folds],
@@ -241,14 +241,16 @@ display(show_source(cluster_clip.cluster_image))
 display(show_source(matching.teacher_scores))
 
 # %% [markdown]
-# A hand-sized check: two cluster vectors, three names in 2-D, $\lambda = 1$. Name 2 is
-# closest to cluster 1 and name 1 to cluster 0; the score keeps each name's best cluster.
+# A hand-sized check: two cluster vectors, three names in 2-D, $\lambda = 1$. Name 0 matches
+# cluster 0 and name 2 cluster 1; name 1 lies between them, so neither softmax gives it much,
+# and a threshold of 0.4 keeps names 0 and 2 only. Name 0's score is
+# $e^{1}/(e^{1} + e^{0.6} + e^{0}) \approx 0.491$.
 
 # %%
 c = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])  # (B=1, K=2, D=2)
 t = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])  # (V=3, D=2)
 s = matching.teacher_scores(c, t, logit_scale=1.0)  # (1, 3)
-print(s, "accepted at τ = 0.34:", matching.accept(s, 0.34))
+print(s, "accepted at τ = 0.4:", matching.accept(s, 0.4))
 assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0])
 
 # %% [markdown]
@@ -284,7 +286,7 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 
 # %%
 t0 = time.perf_counter()
-train_images = load_images([r.image_path for r in train_records], size)
+train_images = load_images([r.image_path for r in train_records], size, geometry="resize").pixels
 data = ff.for_data(clip, train_images, eval_images, [r.labels for r in train_records], [r.labels for r in eval_records],
                    categories, vocab, prompt, holdout_fraction, seed)
 del train_images  # the features are all that training reads

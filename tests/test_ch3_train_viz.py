@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 from fgclip.methods.sumclip import SumClipHead, pool_memory  # noqa: E402
 from fgclip.models import create_clip, images_to_tensor  # noqa: E402
 from fgclip.train.sumclip import (HeadTrainConfig, embed, encode_frozen, encode_images_cluster,  # noqa: E402
-                                  encode_images_sumclip, label_matrix, load_images,
+                                  encode_images_sumclip, label_matrix,
                                   subsample_labels, targets_from, train_head)
 from fgclip.viz.retrieval import make_retrieval_draw  # noqa: E402
 from fgclip.viz.widgets import InteractiveFigure  # noqa: E402
@@ -70,15 +70,6 @@ def test_inference_paths_agree_with_the_cached_path():
         ref = clip.model.encode_image(images_to_tensor(torch.from_numpy(images), clip))
     torch.testing.assert_close(feats.pooled, ref)
     assert encode_images_cluster(clip, images, k=3).shape == (3, 4, 128)
-
-
-def test_load_images(tmp_path):
-    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "a.png")
-    Image.fromarray(np.zeros((6, 10, 3), np.uint8)).save(tmp_path / "b.png")
-    assert load_images([tmp_path / "a.png"]).shape == (1, 8, 8, 3)
-    with pytest.raises(ValueError, match="b.png"):
-        load_images([tmp_path / "b.png"])
-    assert load_images([tmp_path / "a.png", tmp_path / "b.png"], size=4).shape == (2, 4, 4, 3)
 
 
 def test_retrieval_widget_redraws_for_a_new_name():

@@ -7,13 +7,12 @@ Training minimises L = w_sup L_sup + w_pl L_pl (:mod:`fgclip.losses.matching`) w
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
 
 from ..losses.matching import set_loss
 from ..methods.sumclip import PoolMemory, SumClipHead, pool_memory
@@ -64,13 +63,12 @@ class HeadTrainConfig:
     null_weight: float = 0.1  # DETR's eos_coef for unmatched embeddings (0 = no "no object" class)
     seed: int = 0
     precision: str = "fp32"  # "bf16": forward and losses under bf16 autocast (fgclip.precision)
-    history: list = field(default_factory=list)
 
 
 def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torch.Tensor | None],
                pl_targets: Sequence[torch.Tensor | None], base_text: torch.Tensor,
                vocab_text: torch.Tensor, logit_scale: float, cfg: HeadTrainConfig) -> list[dict]:
-    """Train ``head`` in place; per-epoch mean losses are returned (and kept in cfg.history).
+    """Train ``head`` in place; returns the per-epoch mean losses (the config is not touched).
 
     sup_targets[i]: base-category indices of image i (None when i is unlabelled);
     pl_targets[i]: accepted open-vocabulary indices of image i. Each loss has its own
@@ -90,6 +88,7 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     gen = torch.Generator().manual_seed(cfg.seed)
     head.train()
+    history = []
     for epoch in range(cfg.epochs):
         sums = torch.zeros(3, device=device)  # loss, sup, pl: summed on device, read once per epoch
         batches = torch.randperm(n, generator=gen).split(cfg.batch_size)
@@ -109,9 +108,9 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
             opt.step()
             sums += torch.stack([loss, sup, pl]).detach().float()
         means = (sums / len(batches)).tolist()
-        cfg.history.append({"epoch": epoch + 1, **dict(zip(("loss", "sup", "pl"), means))})
+        history.append({"epoch": epoch + 1, **dict(zip(("loss", "sup", "pl"), means))})
     head.eval()
-    return cfg.history
+    return history
 
 
 @torch.no_grad()
@@ -121,28 +120,6 @@ def embed(head: SumClipHead, memory: PoolMemory, batch_size: int = 256,
     head.eval()
     outs = [head(memory.select(slice(i, i + batch_size))) for i in range(0, len(memory), batch_size)]
     return torch.cat([o[0] for o in outs]), torch.cat([o[1] for o in outs])
-
-
-def load_images(paths: Sequence[str | Path], size: int | None = None, crop: bool = False) -> np.ndarray:
-    """Images as uint8 (I, S, S, 3). size=None keeps square images of one size as they are
-    (the toy world); otherwise each is resized to ``size`` x ``size`` (bicubic) without
-    cropping, so no labelled object is cut away (the aspect ratio is not kept), or, with
-    ``crop=True``, centre-cropped as open_clip's eval transform does (objects near the
-    edges may then be lost while their labels stay)."""
-    out = []
-    for path in paths:
-        img = Image.open(path).convert("RGB")
-        if size is not None and crop:
-            img = ImageOps.fit(img, (size, size), Image.Resampling.BICUBIC)
-        elif size is not None:
-            img = img.resize((size, size), Image.Resampling.BICUBIC)
-        elif img.width != img.height:
-            raise ValueError(f"{path} is {img.width}x{img.height}; pass size= for non-square images")
-        out.append(np.asarray(img))
-    shapes = {a.shape for a in out}
-    if len(shapes) > 1:
-        raise ValueError(f"images have different sizes {sorted(shapes)[:3]}; pass size=")
-    return np.stack(out)
 
 
 def label_matrix(labels: Sequence[set[str]], vocab: Sequence[str]) -> torch.Tensor:

@@ -87,17 +87,15 @@ import torch
 from IPython.display import display
 
 from fgclip import verdicts
-from fgclip.methods import maximage_eval as ev
+from fgclip.losses import ranking as rk
+from fgclip.methods import maximage as mx, maximage_eval as ev
 from fgclip.models import create_clip
-from fgclip.reporting import found_box, seed_table, write_results
+from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
-from fgclip.train.maximage import (TrainConfig, caption_word_maps, flickr_data_root, head_word_points, load_split,
-                                   make_heads, project_images, subset_split, train_heads,
-                                   two_object_pairs, word_boxes, word_features as text_features)
-from fgclip.viz import set_style
-from fgclip.viz.localization import caption_map_widget, plot_bias_accuracy, plot_word_maps
+from fgclip.train import maximage as tm, maximage_arms as ma, maximage_bias as mb
+from fgclip.viz import localization as loc, set_style
 
 set_style()
 seed_everything(seed)
@@ -111,35 +109,116 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # cell $(r, c)$ of a spatial grid, the caption branch a vector $t_d$ for each word $d$.
 # Their dot products form the *co-localization volume*
 #
-# $$ m_{r,c,d} = \langle v_{r,c},\, t_d \rangle , $$
+# $$
+# m_{r,c,d} = \langle v_{r,c},\, t_d \rangle
+# $$ (eq-colocalization-volume)
 #
-# and the MaxImage aggregator reduces it to one score per image-caption pair:
+# computed for every image and caption of a batch at once by one matrix product:
+
+# %%
+display(show_source(mx.colocalization_volume))
+
+# %% [markdown]
+# A check on a hand-sized batch (the one of the unit tests): two images with a 1×2 grid in
+# a joint space of size $E = 2$ (the heads' `embed_dim`), two captions of at most two words
+# (the second has one word and a padding slot). Image 1's first cell is $v = (2, 0)$ and
+# caption 0's first word is $t = (1, 0)$, so that entry of $m$ is 2.
+
+# %%
+v = torch.tensor([[[[1.0, 0.0]], [[0.0, 1.0]]], [[[2.0, 1.0]], [[0.0, 0.0]]]])  # (Bi=2, E=2, h=1, w=2)
+t = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [9.0, 9.0]]])  # (Bt=2, L=2, E=2); t[1, 1] is padding
+m = mx.colocalization_volume(v, t)
+print(f"v {tuple(v.shape)}, t {tuple(t.shape)} -> m {tuple(m.shape)} (images, captions, cells, words)")
+assert m[1, 0, 0, 0] == 2.0
+
+# %% [markdown]
+# The MaxImage aggregator reduces the volume to one score per image-caption pair: each of
+# the $N_d$ words votes with its best-matching cell, so the gradient of $S$ reaches only
+# that cell,
 #
-# $$ S(I, T) = \frac{1}{N_d} \sum_{d=1}^{N_d} \max_{r,c}\, m_{r,c,d} . $$
+# $$
+# S(I, T) = \frac{1}{N_d} \sum_{d=1}^{N_d} \max_{r,c}\, m_{r,c,d}
+# $$ (eq-maximage-score)
 #
-# Each word votes with its best-matching cell, so the gradient of $S$ reaches only that
-# cell. For the ablation we also use average pooling,
-# $S = \frac{1}{N_d}\sum_d \frac{1}{RC}\sum_{r,c} m_{r,c,d}$ (no spatial choice at all), and
-# max over tokens, $S = \frac{1}{RC}\sum_{r,c} \max_d m_{r,c,d}$ (each cell votes with its
-# best word). At test time the map $m_{\cdot,\cdot,d}$ of a word is read as a heatmap and
-# its argmax is the prediction of the pointing game.
+# For the ablation the paper also uses average pooling (no spatial choice at all) and max
+# over tokens (each cell votes with its best word), over the $R \times C$ cells:
 #
+# $$
+# S_{\text{avg}}(I, T) = \frac{1}{N_d} \sum_{d} \frac{1}{RC} \sum_{r,c} m_{r,c,d}
+# $$ (eq-average-pooling-score)
+#
+# $$
+# S_{\text{tok}}(I, T) = \frac{1}{RC} \sum_{r,c} \max_{d}\, m_{r,c,d}
+# $$ (eq-max-tokens-score)
+#
+# One function computes all three, keyed by `aggregator`. At test time the map
+# $m_{\cdot,\cdot,d}$ of a word is read as a heatmap and its argmax is the prediction of
+# the pointing game.
+
+# %%
+display(show_source(mx.aggregate))
+
+# %% [markdown]
+# On the batch above, image 1 with caption 0: the two word maps are $(2, 1)$ and $(0, 0)$, so
+# MaxImage gives $(2 + 0)/2 = 1$, average pooling $(1.5 + 0)/2 = 0.75$ and max over tokens
+# $(2 + 1)/2 = 1.5$. The padding word of caption 1 (the 9s) never counts.
+
+# %%
+mask = torch.tensor([[True, True], [True, False]])  # (Bt, L): caption 1 has one word, then padding
+pair = {a: mx.aggregate(m, mask, a) for a in mx.AGGREGATORS}  # each (Bi, Bt)
+print({a: s.tolist() for a, s in pair.items()})
+assert [pair[a][1, 0].item() for a in ("maximage", "average", "max-tokens")] == [1.0, 0.75, 1.5]
+
+# %% [markdown]
 # Training is bidirectional retrieval in a batch of $B$ pairs with scores
 # $S_{ij} = S(I_i, T_j)$. The paper's N-Pair loss {cite}`sohn2016npair` is a softmax over
-# every negative of the batch,
+# every negative of the batch, at temperature $\tau$,
 #
-# $$ \mathcal{L}_{\text{N-Pair}} = \frac{1}{2B}\sum_i \Big[\log\big(1 + \textstyle\sum_{j\ne i}
-#   e^{(S_{ij}-S_{ii})/\tau}\big) + \log\big(1 + \textstyle\sum_{j \ne i} e^{(S_{ji}-S_{ii})/\tau}\big)\Big], $$
+# $$
+# \mathcal{L}_{\text{N-Pair}} = \frac{1}{2B}\sum_i \Big[\log\big(1 + \textstyle\sum_{j\ne i}
+#   e^{(S_{ij}-S_{ii})/\tau}\big) + \log\big(1 + \textstyle\sum_{j \ne i} e^{(S_{ji}-S_{ii})/\tau}\big)\Big]
+# $$ (eq-npair-loss)
 #
-# while a triplet loss uses one negative per anchor,
-# $[\alpha - S_{ii} + S_{ij^\star}]_+$, with $j^\star$ the hardest negative
+# while a triplet loss uses one negative per anchor and a margin $\alpha$,
+#
+# $$
+# \mathcal{L}_{\text{triplet}} = \frac{1}{2B}\sum_i \Big( [\alpha - S_{ii} + S_{ij^\star}]_+
+#   + [\alpha - S_{ii} + S_{j^\star i}]_+ \Big)
+# $$ (eq-triplet-loss)
+#
+# with $j^\star$ (chosen per anchor and direction) the hardest negative
 # {cite}`faghri2018vsepp` or a semi-hard one (the most similar negative still below the
 # positive, {cite}`schroff2015facenet`). The paper reports that its triplet variant
 # collapses (14.93% pointing).
+
+# %%
+display(show_source(rk.npair_loss, rk.triplet_loss))
+
+# %% [markdown]
+# A 3×3 score matrix (the unit tests' example; rows images, columns captions). With
+# $\alpha = 0.2$ the hardest hinges of the image anchors are 0, 0.4 and 0.3, those of the
+# caption anchors 0, 0.6 and 0, so the triplet loss is $\frac{1}{2}(0.7/3 + 0.6/3) \approx 0.2167$.
+
+# %%
+s3 = torch.tensor([[0.9, 0.5, 0.1], [0.6, 0.4, 0.3], [0.2, 0.8, 0.7]])  # (B=3, B=3)
+print(f"S {tuple(s3.shape)} -> N-Pair (tau=1) {rk.npair_loss(s3).item():.4f}, "
+      f"triplet (hardest, alpha=0.2) {rk.triplet_loss(s3, 0.2).item():.4f}")
+assert abs(rk.triplet_loss(s3, 0.2, "hardest").item() - 0.5 * (0.7 + 0.6) / 3) < 1e-6
+
+# %% [markdown]
+# | equation | function | test |
+# |---|---|---|
+# | {eq}`eq-colocalization-volume` | {func}`fgclip.methods.maximage.colocalization_volume` | `tests/test_ch1_maximage.py::test_volume_is_every_dot_product` |
+# | {eq}`eq-maximage-score` | {func}`fgclip.methods.maximage.aggregate` | `tests/test_ch1_maximage.py::test_aggregators_hand_computed`, `tests/test_ch1_maximage.py::test_maximage_gradient_reaches_only_the_argmax_position` |
+# | {eq}`eq-average-pooling-score` | {func}`fgclip.methods.maximage.aggregate` | `tests/test_ch1_maximage.py::test_average_pooling_equals_dot_of_means` |
+# | {eq}`eq-max-tokens-score` | {func}`fgclip.methods.maximage.aggregate` | `tests/test_ch1_maximage.py::test_aggregators_hand_computed` |
+# | {eq}`eq-npair-loss` | {func}`fgclip.losses.ranking.npair_loss` | `tests/test_ch1_ranking.py::test_npair_numbers_for_tau_one` |
+# | {eq}`eq-triplet-loss` | {func}`fgclip.losses.ranking.triplet_loss` | `tests/test_ch1_ranking.py::test_triplet_hardest_hand_computed` |
 #
 # **What is pretrained and what is learned here.** The paper trains a full two-branch
 # network. On a CPU in minutes we keep two frozen towers and learn only two small heads
-# by retrieval:
+# by retrieval ({class}`fgclip.methods.maximage.MaxImageHeads`, trained by
+# {func}`fgclip.train.maximage.train_heads`):
 #
 # - image branch: the frozen CLIP's grid of dense tokens (`encode_image_dense`: the toy
 #   ViT's 8×8 patch tokens after its final projection), then a per-cell two-layer MLP
@@ -179,26 +258,16 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # when every caption is padded to the longest one.
 
 # %%
-def load_world(path: Path, n_tr: int, n_te: int, clip_=None):
-    full = load_split(clip_ or clip, path, train_split, n_tr, word_features, device, keep_images=False)
-    n_fit = len(full.images) - n_val
-    if n_fit < 2:
-        raise ValueError(f"n_val={n_val} leaves {n_fit} of the {len(full.images)} images read from "
-                         f"{train_split!r} for training; lower n_val or raise n_train")
-    return (subset_split(full, list(range(n_fit))),
-            subset_split(full, list(range(n_fit, len(full.images)))),
-            load_split(clip_ or clip, path, test_split, n_te, word_features, device))
+def load(root_: Path, n_tr: int = n_train, n_te: int = n_test, clip_=None) -> ma.Splits:  # fit, val, test
+    return ma.load_splits(clip_ or clip, root_, train_split, test_split, n_tr, n_val, n_te, word_features, device)
 
 
 world = ToyWorldConfig()
 clip = create_clip(model, pretrained=pretrained, device=device)
-sizes = {train_split: n_train, test_split: n_test}
-root = flickr_data_root(data_root, world, seed, sizes)  # data_root itself, or the toy export of these values
-is_toy = load_toyworld_meta(root) is not None
-fit, val, test = load_world(root, n_train, n_test)
-print(f"fit {len(fit.images)} / validation {len(val.images)} / test {len(test.images)} images; "
-      f"{len(test.corpus.phrases)} test phrases with boxes; captions cut to the context: "
-      f"{test.n_truncated} (phrases dropped: {test.n_dropped})")
+root = tm.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test})  # or its toy export
+data = load(root)
+print(f"images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with boxes; captions cut to the "
+      f"context: {data.test.n_truncated} (phrases dropped: {data.test.n_dropped})")
 
 # %% [markdown]
 # ## The pointing game and its floors
@@ -232,27 +301,11 @@ print(f"fit {len(fit.images)} / validation {len(val.images)} / test {len(test.im
 # the training images at random.
 
 # %%
-def run(seed_: int, data=None, caption_image=None, **kw):
-    cfg = TrainConfig(**{**dict(epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim,
-                                temperature=temperature, margin=margin, score=score,
-                                mask_same_text=mask_same_text, seed=seed_, device=device,
-                                precision=precision), **kw})
-    data = data or fit
-    return train_heads(data.img, data.words, None, caption_image or data.corpus.caption_image,
-                       cfg, data.text_ids)[0].cpu()
-
-
-other = "dot" if score == "cosine" else "cosine"
-ARMS = {"N-Pair MaxImage": {}, "triplet (hardest)": dict(loss="triplet-hardest"),
-        "N-Pair average pooling": dict(aggregator="average"),
-        "N-Pair, same-text negatives kept": dict(mask_same_text=not mask_same_text),
-        f"N-Pair, {other} score": dict(score=other)}
-models = {(arm, s): run(s, **kw) for arm in ARMS for s in seeds for kw in [ARMS[arm]]}
-for s in seeds:
-    models[("N-Pair, shuffled captions", s)] = run(
-        s, caption_image=ev.shuffled_caption_image(fit.corpus.caption_image, s))
-    models[("untrained heads", s)] = make_heads(fit.img.shape[1], fit.words.dim, embed_dim,
-                                                s, score)
+base = tm.TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim, temperature=temperature,
+                      margin=margin, score=score, mask_same_text=mask_same_text, device=device, precision=precision)
+arms = ma.chapter_arms(base)  # each arm: a name and its TrainConfig
+heads = {arm: ma.train_arm(arm, data.fit, seeds) for arm in arms.all()}  # arm -> one set of heads per seed
+display(ma.arm_table(arms.all()))
 
 # %% [markdown]
 # The parse mode is the one choice the pipeline makes after training; the validation split
@@ -260,18 +313,8 @@ for s in seeds:
 # every other setting and where it came from.
 
 # %%
-val_keep = ev.evaluated(val, min_box_area, area_rule)
-val_acc = {m: np.mean([ev.hits(ev.model_points(models[("N-Pair MaxImage", s)], val, m), val,
-                               val_keep).mean() for s in seeds]) for m in parse_modes}
-parse = max(val_acc, key=val_acc.get)
-selection = pd.DataFrame([
-    ("parse mode", {m: round(a, 3) for m, a in val_acc.items()}, parse, "mean pointing accuracy "
-     "over the seeds", f"validation ({len(val.images)} held-out training images)"),
-    ("epochs, lr, temperature, margin, embed_dim", "-", f"{epochs}, {lr}, {temperature}, {margin}, "
-     f"{embed_dim}", "inherited from the chapter's first version, not tuned here", "none"),
-    ("min_box_area, area_rule", "-", f"{min_box_area}, {area_rule}", "the public protocol", "none"),
-    ("planted_rate (controls)", "-", planted_rate, "fixed before any run", "none")],
-    columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])
+parse, val_acc = ev.choose_parse_mode(heads[arms.main], data.val, parse_modes, min_box_area, area_rule)
+selection = ma.selection_table(parse, val_acc, len(data.val.images), base, min_box_area, area_rule, planted_rate)
 display(selection)
 
 # %% [markdown]
@@ -283,21 +326,18 @@ display(selection)
 # 49.20, random 27.24, no training 26.40. The table describes; the verdicts below compare.
 
 # %%
+test = data.test
 keep = ev.evaluated(test, min_box_area, area_rule)
 images = ev.kept_images(test, keep)  # clusters: phrases of one image move together
 strata = {"all": np.ones(len(images), bool), "non-centre": ev.non_centre(test, keep)}
-scores = {arm: ev.arm_scores([models[(arm, s)] for s in seeds], test, keep, parse)
-          for arm in [*ARMS, "N-Pair, shuffled captions", "untrained heads"]}
-scores |= ev.floor_scores(test, keep, seeds, [models[("N-Pair MaxImage", s)] for s in seeds])
+scores = {arm.name: ev.arm_scores(heads[arm], test, keep, parse) for arm in arms.all()}  # (n_seeds, n_kept)
+scores |= ev.floor_scores(test, keep, seeds, heads[arms.main])
 if model.startswith("toy"):  # a real open_clip model at random init would take too long here
     torch.manual_seed(seed)
-    rfit, _, rtest = load_world(root, n_train, n_test,
-                                create_clip(model, pretrained=None, device=device))
-    scores["random-init CLIP + trained heads"] = ev.arm_scores([run(s, rfit) for s in seeds],
-                                                               rtest, keep, parse)
-table = pd.DataFrame([dict(arm=a, seed=s, **{k: x[j][m].mean() for k, m in strata.items()})
-                      for a, x in scores.items() for j, s in enumerate(seeds)])
-display(seed_table(table, ["arm"], list(strata)))
+    rand = load(root, clip_=create_clip(model, pretrained=None, device=device))
+    scores["random-init CLIP + trained heads"] = ev.arm_scores(ma.train_arm(arms.main, rand.fit, seeds),
+                                                               rand.test, keep, parse)
+display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)))
 
 # %% [markdown]
 # ## Verdicts: grounding or objectness?
@@ -310,20 +350,12 @@ display(seed_table(table, ["arm"], list(strata)))
 # map are the floors that matter there.
 
 # %%
-def vs(a: str, b: str, claim: str, on: str = "all", x=None, y=None, clusters=None):
-    m = strata[on] if x is None else slice(None)
-    x, y = (scores[a] if x is None else x), (scores[b] if y is None else y)
-    return verdicts.compare(x[:, m], y[:, m], claim=claim + ("" if on == "all" else f" ({on} phrases)"),
-                            arms=(a, b), unit="phrases" if clusters is None else "pairs",
-                            clusters=images[m] if clusters is None else clusters,
-                            cluster_unit="images", seed=seed)
-
-
-M = "N-Pair MaxImage"
+vs = ev.ArmJudge(scores, strata, images, seed)  # vs(a, b, claim, stratum) -> a Verdict
+M = arms.main.name
 headline = [vs(M, b, f"{M} vs {b}", on) for b in ("centre point", "object pointer",
                                                   "caption-blind saliency") for on in strata]
-headline.append(vs(M, "untrained heads", "what retrieval training adds"))
-variants = [vs(a, M, f"{a} vs {M}") for a in [*list(ARMS)[1:], "random-init CLIP + trained heads"]
+headline.append(vs(M, arms.untrained.name, "what retrieval training adds"))
+variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads"]
             if a in scores]
 display(verdicts.verdict_table(headline + variants))
 
@@ -339,12 +371,10 @@ display(verdicts.verdict_table(headline + variants))
 # misbehaves, the chapter reports that the test cannot decide here.
 
 # %%
-scores["planted grounding"] = np.stack([ev.hits(ev.mix_points(
-    ev.object_pointer_points(test, s), ev.own_box_points(test), planted_rate, s), test, keep) for s in seeds])
-grounding = verdicts.falsify(
-    headline[2], vs("planted grounding", "object pointer", "planted grounding vs object pointer"),
-    vs("N-Pair, shuffled captions", "object pointer", "shuffled captions vs object pointer"),
-    negative_expect=verdicts.NOT_THE_EFFECT)
+scores["planted grounding"] = ev.planted_grounding_scores(test, keep, seeds, planted_rate)
+grounding = verdicts.falsify(headline[2], vs("planted grounding", "object pointer", "planted grounding vs object pointer"),
+                             vs(arms.shuffled.name, "object pointer", "shuffled captions vs object pointer"),
+                             negative_expect=verdicts.NOT_THE_EFFECT)
 display(verdicts.verdict_table([grounding.test, grounding.positive, grounding.negative]))
 print(grounding.sentence())
 
@@ -356,16 +386,12 @@ print(grounding.sentence())
 # cross) and, for a word inside a phrase, the box of that phrase's object.
 
 # %%
-main = models[(M, seeds[0])]
-v_test = project_images(main, test.img)
-pairs = two_object_pairs(test.corpus)
+main = heads[arms.main][0]
+v_test = tm.project_images(main, test.img)  # (N, D, h, w)
+pairs = tm.two_object_pairs(test.corpus)
 examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
-
-
 for c in examples[:2]:
-    i, words = test.corpus.caption_image[c], test.corpus.captions[c]
-    fig = plot_word_maps(test.images[i], words, caption_word_maps(main, v_test, test.words, i, c, len(
-        words)), word_boxes(test.corpus, c, len(words), to_hw=test.images.shape[1:3]))
+    fig = loc.plot_caption_maps(main, v_test, test, c)
 
 # %% [markdown]
 # ## Try it
@@ -374,23 +400,7 @@ for c in examples[:2]:
 # caption longer than the text context is cut to it): each word's map and argmax.
 
 # %%
-caption_of = {(i, " ".join(w).lower()): c for c, (i, w) in
-              enumerate(zip(test.corpus.caption_image, test.corpus.captions))}
-
-
-def typed_maps(i: int, words: list[str]) -> torch.Tensor:
-    feats, mask = text_features(clip, [words], word_features, device=device, too_long="truncate")
-    return torch.einsum("ehw,le->lhw", v_test[i], main.word_vectors(feats[0, mask[0]])).detach()
-
-
-def choice_boxes(i: int, words: list[str]) -> list[list]:
-    c = caption_of.get((i, " ".join(words).lower()))
-    return word_boxes(test.corpus, c, len(words), test.images.shape[1:3]) if c is not None else [[] for _ in words]
-
-
-choices = [(test.corpus.caption_image[c], " ".join(test.corpus.captions[c])) for c in examples]
-widget = caption_map_widget(test.images, choices, typed_maps, choice_boxes)
-widget.show()
+loc.split_caption_widget(clip, main, v_test, test, examples, word_features, device).show()
 
 # %% [markdown]
 # ### Token selectivity
@@ -400,13 +410,9 @@ widget.show()
 # phrases: 1 when both argmaxes land on their own objects; pairs are clustered by image.
 
 # %%
-ids = sorted({k for p in pairs for k in p})
-pair_images = np.array([test.corpus.phrases[a].image for a, _ in pairs])
-sel = {arm: np.stack([ev.selectivity_hits(head_word_points(models[(arm, s)], project_images(
-    models[(arm, s)], test.img), test.words, test.corpus, ids), pairs, test.corpus) for s in seeds])
-       for arm in (M, "untrained heads")}
-sel_v = vs(M, "untrained heads", "both head nouns on their own objects", x=sel[M],
-           y=sel["untrained heads"], clusters=pair_images)
+sel = {arm: ev.selectivity_scores(heads[arm], test, pairs) for arm in (arms.main, arms.untrained)}  # (n_seeds, n_pairs)
+sel_v = vs.paired(M, arms.untrained.name, "both head nouns on their own objects", sel[arms.main],
+                 sel[arms.untrained], ev.pair_images(test, pairs), unit="pairs")
 print(sel_v.sentence())
 
 # %% [markdown]
@@ -427,42 +433,26 @@ print(sel_v.sentence())
 # the bias-0 model itself, trained where the centre baseline is at its minimum, must not.
 
 # %%
-bias_rows, on_zero, share_zero, cross, centre_test = [], {}, {}, [], None
 bias_cache = Path(data_root) if root != Path(data_root) else root / "bias-worlds"  # never beside real data
-for bias in sorted(bias_levels) if is_toy and model.startswith("toy") and 0.0 in bias_levels else []:
+
+
+def world_at(bias: float) -> tuple[tm.Split, list]:  # that world's test split, N-Pair MaxImage trained on it
     if bias == world.center_bias and (bias_n_train, bias_n_test) == (n_train, n_test):
-        bfit, btest, bmodels = fit, test, [models[(M, s)] for s in seeds]
-    else:
-        bfit, _, btest = load_world(flickr_data_root(bias_cache, replace(world, center_bias=bias), seed, {
-            train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test)
-        bmodels = [run(s, bfit) for s in seeds]
-    zero, zkeep = (btest, ev.evaluated(btest, min_box_area, area_rule)) if bias == 0.0 else (zero, zkeep)
-    rows, on_zero[bias], share_zero[bias], zpts = ev.bias_records(
-        bias, seeds, bmodels, btest, ev.evaluated(btest, min_box_area, area_rule), zero, zkeep, parse)
-    bias_rows += rows
-    zero_pts = zpts if bias == 0.0 else zero_pts
-bias_table = pd.DataFrame(bias_rows)
-if len(bias_table):
-    means = bias_table.groupby("train_bias", as_index=False).mean().drop(columns="seed")
+        return test, heads[arms.main]
+    b = load(tm.flickr_data_root(bias_cache, replace(world, center_bias=bias), seed,
+                                 {train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test)
+    return b.test, ma.train_arm(arms.main, b.fit, seeds)
+
+
+toy = load_toyworld_meta(root) is not None and model.startswith("toy")  # a toy world read by the toy CLIP
+levels = bias_levels if toy and 0.0 in bias_levels else []
+sweep = mb.centre_bias_sweep(levels, world_at, seeds, min_box_area, area_rule, parse)
+cross, centre_test = mb.bias_verdicts(sweep, seeds, planted_rate, seed) if levels else ([], None)
+if levels:
+    means = sweep.table.groupby("train_bias", as_index=False).mean().drop(columns="seed")
     display(means.style.format(precision=3))
-    fig = plot_bias_accuracy(means.drop(columns="centre-cell share on bias-0 test"))
-    zv = lambda a, b, x, y, claim: verdicts.compare(x, y, claim=claim, arms=(a, b), unit="phrases",
-                                                    clusters=ev.kept_images(zero, zkeep),
-                                                    cluster_unit="images", seed=seed)
-    cross = [zv(f"trained at bias {b}", "trained at bias 0.0", on_zero[b], on_zero[0.0],
-                "pointing on the bias-0 test") for b in on_zero if b != 0.0]
-    oracle = np.tile(ev.centre_share(ev.own_box_points(zero), zero, zkeep), (len(seeds), 1))
-    planted_prior = np.stack([ev.centre_share(ev.mix_points(p, ev.centre_points(zero), planted_rate, s),
-                                              zero, zkeep) for p, s in zip(zero_pts, seeds)])
-    top = max(on_zero)
-    centre_test = verdicts.falsify(
-        zv(f"trained at bias {top}", "own-box oracle", share_zero[top], oracle,
-           "more argmaxes in the centre cells on the bias-0 test"),
-        zv("planted centre prior", "own-box oracle", planted_prior, oracle, "planted centre prior"),
-        zv("trained at bias 0.0", "own-box oracle", share_zero[0.0], oracle, "trained at bias 0"),
-        negative_expect=verdicts.NOT_THE_EFFECT)
-    display(verdicts.verdict_table(cross + [centre_test.test, centre_test.positive,
-                                            centre_test.negative]))
+    fig = loc.plot_bias_accuracy(means.drop(columns="centre-cell share on bias-0 test"))
+    display(verdicts.verdict_table(cross + [centre_test.test, centre_test.positive, centre_test.negative]))
     print(centre_test.sentence())
 
 # %% [markdown]
@@ -473,17 +463,18 @@ if len(bias_table):
 # small batch is not handicapped by fewer updates, nor favoured by more).
 
 # %%
-steps = epochs * -(-len(fit.images) // batch_size)
-bs_scores = {bs: scores[M] if bs == batch_size else ev.arm_scores(
-    [run(s, batch_size=bs, steps=steps) for s in seeds], test, keep, parse) for bs in batch_sizes}
+steps = epochs * -(-len(data.fit.images) // batch_size)
+at_steps = {bs: ma.Arm(f"B={bs}", replace(base, batch_size=bs, steps=steps)) for bs in batch_sizes}
+bs_scores = {bs: scores[M] if bs == batch_size else ev.arm_scores(ma.train_arm(arm, data.fit, seeds), test, keep,
+                                                                  parse) for bs, arm in at_steps.items()}
 bs_table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, steps=steps, seed=s, pointing=x[j].mean())
                          for bs, x in bs_scores.items() for j, s in enumerate(seeds)])
 batch_v = []
 if len(bs_table):
     display(seed_table(bs_table, ["batch_size", "negatives", "steps"], ["pointing"]))
     small, large = min(batch_sizes), max(batch_sizes)
-    batch_v = [vs(f"B={large}", f"B={small}", f"N-Pair at {steps} steps, B={large} vs B={small}",
-                  x=bs_scores[large], y=bs_scores[small])]
+    batch_v = [vs.paired(f"B={large}", f"B={small}", f"N-Pair at {steps} steps, B={large} vs B={small}",
+                         bs_scores[large], bs_scores[small], images)]
     print(batch_v[0].sentence())
 
 # %% [markdown]
@@ -506,18 +497,50 @@ if len(bs_table):
 # %% [markdown]
 # ## What we found
 
+# %% tags=["remove-output"]
+briefs = lambda vs_: "; ".join(v.brief() for v in vs_) or "not run with these parameters"  # noqa: E731
+findings = {"data": f"seeds {seeds}, {len(images)} test phrases in {len(set(images))} test images",
+            **dict(zip(["centre", "centre-non-centre", "object", "object-non-centre", "saliency",
+                        "saliency-non-centre", "untrained"], [v.brief() for v in headline])),
+            "variants": briefs(variants), "grounding": grounding.sentence(), "selectivity": sel_v.brief(),
+            "bias-cross": briefs(cross), "batch-size": briefs(batch_v),
+            "centre-prior": centre_test.sentence() if centre_test else "not run with these parameters"}
+glue_findings("ch1", findings)
+display(found_box("What we found", list(findings.values())))
+
+# %% [markdown]
+# ```{admonition} What we found
+# :class: tip
+# This run: {glue:md}`ch1-data`.
+#
+# **Against the caption-blind floors.** N-Pair MaxImage against the centre point on every kept
+# test phrase, {glue:md}`ch1-centre`; on the non-centre phrases, where the centre point
+# cannot score, {glue:md}`ch1-centre-non-centre`. Against the object pointer,
+# {glue:md}`ch1-object`, and on the non-centre phrases {glue:md}`ch1-object-non-centre`.
+# Against the model's own caption-blind saliency, {glue:md}`ch1-saliency`, and on the
+# non-centre phrases {glue:md}`ch1-saliency-non-centre`. Against the same heads left
+# untrained, {glue:md}`ch1-untrained`.
+#
+# **Can the grounding test decide?** {glue:md}`ch1-grounding`
+#
+# **Token selectivity**, both head nouns of a two-object caption on their own objects:
+# {glue:md}`ch1-selectivity`.
+#
+# **The variants**, each against N-Pair MaxImage: {glue:md}`ch1-variants`.
+#
+# **Centre bias.** Trained on a biased world and tested on the unbiased one:
+# {glue:md}`ch1-bias-cross`. The centre-prior falsification: {glue:md}`ch1-centre-prior`
+#
+# **The number of negatives** at equal optimiser steps: {glue:md}`ch1-batch-size`.
+# ```
+
 # %%
-bullets = [v.sentence() for v in headline + variants] + [grounding.sentence(), sel_v.sentence()]
-bullets += [v.sentence() for v in cross + batch_v] + ([centre_test.sentence()] if centre_test else [])
-display(found_box(f"What we found (seeds {seeds}, {len(images)} test phrases in "
-                  f"{len(set(images))} images)", bullets))
 write_results(results_path, {
     "seeds": seeds, "n_test_phrases": len(images), "parse": parse, "data_root": str(root),
-    "n_images": {"fit": len(fit.images), "val": len(val.images), "test": len(test.images)},
-    "n_test_captions": len(test.corpus.captions),
-    "selection": selection.to_dict(orient="records"),
+    "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions),
+    "selection": selection.to_dict(orient="records"), "found": list(findings.values()),
     "pointing": {a: float(x.mean()) for a, x in scores.items()},
     "verdicts": headline + variants + [sel_v] + cross + batch_v,
     "controls": [grounding] + ([centre_test] if centre_test else []),
-    "bias_sweep": bias_table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"),
+    "bias_sweep": sweep.table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"),
     "truncated_captions": test.n_truncated, "dropped_phrases": test.n_dropped}, chapter="ch1")

@@ -73,14 +73,12 @@ import torch
 from IPython.display import display
 
 from fgclip import verdicts
-from fgclip.methods.clip4dm import (AttributionConfig, caption_fits, clip4dm, clip4dm_variants,
-                                    clip_score, leave_one_word_out)
-from fgclip.methods.clip4dm_protocol import (ap_units, build_units, compare_units, foil_sets, labels_of,
-                                             localization_units, pairs_per_second, paper_epsilon_verdicts, planted_colour_rows,
-                                             quartile_verdicts, transfer_verdicts, tune_eps_f1,
-                                             tune_eps_for_ap, type_tables)
-from fgclip.models import create_clip, encode_image_paths, load_image_batch
-from fgclip.reporting import found_box, write_results
+from fgclip.methods import clip4dm as c4dm
+from fgclip.methods import clip4dm_protocol as proto
+from fgclip.methods import clip4dm_study as study
+from fgclip.metrics import misalignment as mis
+from fgclip.models import create_clip, load_image_batch
+from fgclip.reporting import found_box, glue_findings, show_source, write_results
 from fgclip.seeding import seed_everything
 from fgclip.viz import set_style
 from fgclip.viz.words import attribution_figure, caption_widget
@@ -94,42 +92,116 @@ print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={pretrained},
 # %% [markdown]
 # ## The rule
 #
-# Let $s = \langle f(I), g(T) \rangle$ be the frozen CLIP's cosine score for image $I$ and caption $T$, and
-# $A^h_l \in \mathbb{R}^{L \times L}$ the attention probabilities of head $h$ in text layer
-# $l$. CLIP4DM forms, for each map, the element-wise product with its gradient,
+# Let $s = \langle f(I), g(T) \rangle$ be the frozen CLIP's cosine score for image $I$ and
+# caption $T$, and $A^h_l \in \mathbb{R}^{L \times L}$ the attention probabilities of head $h$
+# in text layer $l$. CLIP4DM multiplies each map element-wise by its gradient, averages over
+# heads and over a set $\Lambda$ of late layers, and reads the row of the [EOS] token, the
+# position the text encoder pools:
 #
-# $$R^h_l = \nabla A^h_l \odot A^h_l, \qquad \nabla A^h_l = \frac{\partial s}{\partial A^h_l},$$
+# $$
+# R^h_l = \nabla A^h_l \odot A^h_l, \qquad \nabla A^h_l = \frac{\partial s}{\partial A^h_l}, \qquad
+# \bar R = \frac{1}{|\Lambda|}\sum_{l \in \Lambda} \mathbb{E}_h\, R^h_l
+# $$ (eq-clip4dm-relevance)
 #
-# averages it over heads and over a set $\mathcal{L}$ of late layers,
-# $\bar R = \frac{1}{|\mathcal{L}|}\sum_{l \in \mathcal{L}} \mathbb{E}_h R^h_l$, and reads the
-# row of the [EOS] token, the position that the text encoder pools. GAE
-# {cite}`chefer2021gae` instead clamps, $\mathbb{E}_h [\nabla A^h_l \odot A^h_l]^+$, and rolls
-# the layers out, $\bar R \leftarrow \bar R + \mathrm{cam}_l \bar R$ from $\bar R = I$. The
-# BPE tokens of each whitespace word $j$ are averaged into $w_j$, and then
+# GAE {cite}`chefer2021gae` instead clamps, $\mathbb{E}_h [\nabla A^h_l \odot A^h_l]^+$, and
+# rolls the layers out, $\bar R \leftarrow \bar R + \mathrm{cam}_l \bar R$ from $\bar R = I$.
+# One function computes every variant, keyed by an `AttributionConfig` (layers, `relu`,
+# `rollout`):
+
+# %%
+display(show_source(c4dm.token_relevance))
+
+# %% [markdown]
+# A check by hand: one pair, two heads, three tokens (A, G and [EOS]), one layer. Only the
+# [EOS] row of the gradient is non-zero, so $\bar R_{\mathrm{EOS}}$ is the head mean of
+# $\nabla A \odot A$ on that row; the ReLU of GAE turns both negative entries positive.
+
+# %%
+A = torch.tensor([[[[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]],  # (B=1, H=2, L=3, L=3)
+                   [[1.0, 0, 0], [0.6, 0.4, 0], [0.4, 0.4, 0.2]]]])
+G = torch.tensor([[[[0.0, 0, 0], [0, 0, 0], [1.0, -2.0, 0.5]], [[0.0, 0, 0], [0, 0, 0], [-1.0, 0.5, 1.0]]]])
+r = c4dm.token_relevance([A], [G], torch.tensor([2]), c4dm.AttributionConfig(layers=(0,)))
+r_gae = c4dm.token_relevance([A], [G], torch.tensor([2]), c4dm.AttributionConfig(layers=(0,), relu=True))
+print(f"A, ∇A {tuple(A.shape)} -> R̄[EOS] {tuple(r.shape)}: {r[0].numpy().round(3)}; with ReLU {r_gae[0].numpy().round(3)}")
+assert torch.allclose(r, torch.tensor([[(0.2 - 0.4) / 2, (-0.6 + 0.2) / 2, (0.25 + 0.2) / 2]]))
+
+# %% [markdown]
+# The BPE tokens $\mathcal{T}_j$ of each word $j$ are averaged into its attribution,
 #
-# $$\mathrm{mis}(w_j) = [\,w_j < \epsilon\,], \qquad \hat{j} = \arg\min_j w_j .$$
+# $$
+# w_j = \frac{1}{|\mathcal{T}_j|} \sum_{k \in \mathcal{T}_j} \bar R_{\mathrm{EOS},\, k}
+# $$ (eq-clip4dm-word)
 #
-# The second rule (the most negative word) is the paper's rule for FOIL, where each
-# foil caption has exactly one wrong word. Words are split as the official code splits
-# them: at spaces, with "." and "," as words of their own, which are never candidates; a
-# multi-word foil ("teddy bear") counts as found when the most negative word lies anywhere
-# in it; tied minima are broken at random with the seed (and counted).
+# with the words split as the official code splits them: at spaces, with "." and "," as
+# words of their own, which are never candidates.
+
+# %%
+display(show_source(c4dm.word_attributions))
+
+# %%
+row = np.array([0.7, 1.0, 2.0, 4.0, -3.0])  # (T=5,): [SOT], then words of 1, 2 and 1 tokens
+w_check = c4dm.word_attributions(row, counts=[1, 2, 1], keep=[0, 1, 2])
+print(f"R̄[EOS] {row.shape} -> w {w_check.shape}: {w_check}")
+assert w_check.tolist() == [1.0, (2.0 + 4.0) / 2, -3.0]
+
+# %% [markdown]
+# A word is misaligned under the threshold rule, and the paper's rule for FOIL, where each
+# foil caption has exactly one wrong word, takes the most negative word:
 #
+# $$
+# \mathrm{mis}(w_j) = [\,w_j < \varepsilon\,], \qquad \hat{j} = \arg\min_j w_j
+# $$ (eq-clip4dm-rules)
+#
+# A multi-word foil ("teddy bear") counts as found when $\hat j$ lies anywhere in it; tied
+# minima are broken at random with the seed (and counted).
+
+# %%
+display(show_source(c4dm.threshold_words, mis.most_negative))
+
+# %%
+w_check = np.array([-0.1, 0.2, -0.3])  # (n_words=3,)
+j_hat, tied = mis.most_negative(w_check, np.random.default_rng(seed))
+print(f"w {w_check.shape}: mis at ε = -0.05 {c4dm.threshold_words(w_check, -0.05)}, argmin {j_hat} (tied: {tied})")
+assert c4dm.threshold_words(w_check, -0.05).tolist() == [True, False, True] and j_hat == 2
+
+# %% [markdown]
 # For a global score, CLIPScore {cite}`hessel2021clipscore` is $2.5\max(s, 0)$, and
-# F-CLIPScore comes in three forms. The paper's public code scores a pair by
-# $F_\epsilon = (1 - \max(s, 0))\sum_j \mathrm{mis}(w_j)\, w_j$ in its threshold mode and by
-# $F_{\min} = (1 - \max(s, 0))\min_j w_j$ in the most-negative mode it prescribes for FOIL:
-# the latter is **F-CLIPScore as the paper's code evaluates it** on FOIL, our headline. The
-# third form is our earlier reading of Eq. 11, $F_+ = \mathrm{CLIPScore} + (1 - s)\sum_j
-# \mathrm{mis}(w_j)\, w_j$, kept as a named deviation. Only $F_\epsilon$ and $F_+$ have an
-# $\epsilon$; each gets its own, tuned on the validation split.
-# Everything costs one forward and one backward pass per pair.
+# F-CLIPScore comes in three forms, with the penalty $P_\varepsilon = \sum_j \mathrm{mis}(w_j)\, w_j$:
 #
-# open_clip 3.3.0 {cite}`ilharco2021openclip` never materialises attention probabilities
-# (its blocks call a fused kernel with `need_weights=False`), so
-# `fgclip.models.attention.capture_attention` swaps each block's attention for an explicit
-# computation with the same weights, records $A^h_l$ inside the autograd graph, and puts
-# the model back on exit; a test checks the outputs are unchanged to $10^{-5}$.
+# $$
+# F_\varepsilon = (1 - \max(s, 0))\, P_\varepsilon, \qquad
+# F_{\min} = (1 - \max(s, 0)) \min_j w_j, \qquad
+# F_+ = 2.5\max(s, 0) + (1 - s)\, P_\varepsilon
+# $$ (eq-fclipscore)
+#
+# The paper's public code scores a pair by $F_\varepsilon$ in its threshold mode and by
+# $F_{\min}$ in the most-negative mode it prescribes for FOIL: the latter is **F-CLIPScore as
+# the paper's code evaluates it** on FOIL, our headline. $F_+$ is our earlier reading of the
+# paper's Eq. 11, kept as a named deviation. Only $F_\varepsilon$ and $F_+$ have an
+# $\varepsilon$; each gets its own, tuned on the validation split.
+
+# %%
+display(show_source(c4dm.misalignment_penalty, c4dm.clip_score, c4dm.f_clip_score))
+
+# %%
+forms = {form: c4dm.f_clip_score(0.5, w_check, -0.05, form) for form in c4dm.F_FORMS}
+print(f"s = 0.5, w {w_check.tolist()}, ε = -0.05: P_ε = {c4dm.misalignment_penalty(w_check, -0.05):.2f}, {forms}")
+assert np.allclose([forms["threshold"], forms["most negative"], forms["additive"]], [-0.2, -0.15, 1.25 - 0.2])
+
+# %% [markdown]
+# | equation | function | test |
+# |---|---|---|
+# | {eq}`eq-clip4dm-relevance` | {func}`fgclip.methods.clip4dm.token_relevance` | `tests/test_ch2_clip4dm.py::test_no_relu_keeps_negatives_that_gae_clamps`, `tests/test_ch2_clip4dm.py::test_layer_mean_and_rollout` |
+# | {eq}`eq-clip4dm-word` | {func}`fgclip.methods.clip4dm.word_attributions` | `tests/test_ch2_clip4dm.py::test_word_attributions_average_bpe_tokens` |
+# | {eq}`eq-clip4dm-rules` | {func}`fgclip.methods.clip4dm.threshold_words`, {func}`fgclip.metrics.misalignment.most_negative` | `tests/test_ch2_clip4dm.py::test_rules_and_scores_by_hand`, `tests/test_ch2_protocol.py::test_span_ties_auc_f1` |
+# | {eq}`eq-fclipscore` | {func}`fgclip.methods.clip4dm.f_clip_score`, {func}`fgclip.methods.clip4dm.misalignment_penalty` | `tests/test_ch2_protocol.py::test_f_clip_score_forms_by_hand`, `tests/test_ch2_clip4dm.py::test_penalty_and_three_forms_by_hand` |
+#
+# Everything costs one forward and one backward pass per pair. open_clip 3.3.0
+# {cite}`ilharco2021openclip` never materialises attention probabilities (its blocks call a
+# fused kernel with `need_weights=False`), so `fgclip.models.attention.capture_attention`
+# swaps the attention of the layers a variant uses for an explicit computation with the same
+# weights, records $A^h_l$ inside the autograd graph, and puts the model back on exit; a test
+# checks the outputs are unchanged to $10^{-5}$.
 
 # %% [markdown]
 # ## Data: toy FOIL captions, read back through the FOIL reader
@@ -145,27 +217,20 @@ print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={pretrained},
 
 # %%
 clip = create_clip(model, pretrained=pretrained, device=device)
-val = foil_sets(data_root, val_split, [seed], n_scenes, max_pairs)[seed]
-test = foil_sets(data_root, test_split, seeds, n_scenes, max_pairs)
-fits = {k: caption_fits(clip, df.caption.tolist()) for k, df in [("val", val), *test.items()]}
-skipped = {str(k): int((~f).sum()) for k, f in fits.items()}
-val = val[fits["val"]].reset_index(drop=True)
-test = {s: df[fits[s]].reset_index(drop=True) for s, df in test.items()}
-planted = {s: planted_colour_rows(df) for s, df in test.items()}  # positive control
-counts = pd.DataFrame({f"{test_split} draw {s}": df.foil_type.value_counts() for s, df in test.items()})
-counts[val_split] = val.foil_type.value_counts()
-counts.loc["planted colour"] = [len(p) for p in planted.values()] + [0]
-display(counts.fillna(0).astype(int))
-print(f"captions skipped as longer than the context: {skipped}")
+data = study.load_draws(clip, data_root, val_split, test_split, seed, seeds, n_scenes, max_pairs)
+display(data.counts(val_split, test_split))
+print(f"captions skipped as longer than the context: {data.skipped}")
 
 # %% [markdown]
 # ## Attributions for every variant from one backward pass
 #
 # One forward and one backward pass per batch gives all attention maps and their
-# gradients; each variant is a different reduction of the same tensors: the last $n$
-# layers (CLIP4DM), the same with a ReLU (isolating the paper's central change), with
-# Chefer's rollout, and GAE (ReLU and rollout over all layers). The layer count $n$ is
-# chosen on the validation split by LA.
+# gradients; each variant is a different reduction of the same tensors
+# (`study.layer_grid`): the last $n$ layers (CLIP4DM), the same with a ReLU (isolating the
+# paper's central change), with Chefer's rollout, and GAE (ReLU and rollout over all
+# layers). The layer count $n$ is chosen on the validation split by LA (`study.choose_layers`);
+# the test draws are attributed by the four arms built from the chosen rule, plus
+# leave-one-word-out on their foil captions (`study.attribute_draw`).
 #
 # Images are decoded and encoded 256 at a time (`fgclip.models.encode_image_paths`); only
 # their embeddings stay. At the `gpu-full` size (20,000 pairs per draw, ViT-B-32) that is
@@ -175,63 +240,26 @@ print(f"captions skipped as longer than the context: {skipped}")
 
 # %%
 n_text = len(clip.model.transformer.resblocks)
-variants = {}
-for n in range(1, n_text + 1):
-    last = tuple(range(-n, 0))
-    variants.update({f"last {n}": AttributionConfig(layers=last),
-                     f"last {n} + ReLU": AttributionConfig(layers=last, relu=True),
-                     f"last {n} + rollout": AttributionConfig(layers=last, rollout=True)})
-variants["GAE (ReLU + rollout)"] = AttributionConfig(layers=tuple(range(n_text)), relu=True, rollout=True)
-
-
-def attribute(df, names):  # images decoded and encoded a batch at a time: only their features stay
-    feats, index = encode_image_paths(clip, df.image.tolist(), device=device)
-    return clip4dm_variants(clip, feats, df.caption.tolist(), {k: variants[k] for k in names}, device=device,
-                            batch_size=batch_size, image_index=index), (index, feats)
-
-
 t0 = time.perf_counter()
-attr_val, _ = attribute(val, variants)
-rng = np.random.default_rng(seed)
-choice = pd.Series({f"last {n}": localization_units(attr_val[f"last {n}"], val, rng).hit.mean()
-                    for n in range(1, n_text + 1)}, name=f"LA on {val_split}")
-n_chosen = n_last_layers or int(choice.to_numpy().argmax()) + 1
-main = f"last {n_chosen}"
-methods = {"CLIP4DM": main, "CLIP4DM + ReLU": f"{main} + ReLU",
-           "CLIP4DM + rollout": f"{main} + rollout", "GAE": "GAE (ReLU + rollout)"}
-attr, loo, imgs = {}, {}, {}
-for s, df in test.items():  # leave-one-word-out on foil captions only (n + 1 text passes each)
-    attr[s], imgs[s] = attribute(df, methods.values())
-    foil = df.foil_type.ne("original").to_numpy()
-    loo[s] = (leave_one_word_out(clip, imgs[s][1], df.caption[foil].tolist(), device=device,
-                                 image_index=np.asarray(imgs[s][0])[foil]), foil)
-attr_planted = {s: attribute(p, [main])[0][main] for s, p in planted.items() if len(p)}
-print(f"attributions and leave-one-word-out on {sum(map(len, test.values())) + len(val)} captions "
-      f"in {time.perf_counter() - t0:.1f} s; CLIP4DM uses the last {n_chosen} of {n_text} text layers")
+attr_val, _ = study.attribute(clip, data.val, study.layer_grid(n_text), device, batch_size)  # keyed by config
+rng = np.random.default_rng(seed)  # tie breaks: the layer choice, then the test units, then the control
+choice, main = study.choose_layers(attr_val, data.val, n_text, rng, n_last_layers, name=f"LA on {val_split}")
+arms = study.method_arms(main, n_text)  # {arm name: AttributionConfig}
+draws = {s: study.attribute_draw(clip, df, list(arms.values()), device, batch_size) for s, df in data.test.items()}
+print(f"attributions and leave-one-word-out on {sum(map(len, data.test.values())) + len(data.val)} captions "
+      f"in {time.perf_counter() - t0:.1f} s; CLIP4DM uses the {main.label} of {n_text} text layers")
 
 # %% [markdown]
 # ## What is tuned, and on which split
 #
-# The paper's $\epsilon = -5\cdot10^{-5}$ belongs to a ViT-B/32's gradient scale; ours is
-# another network, so every $\epsilon$ is tuned on the validation split and then frozen:
+# The paper's $\varepsilon = -5\cdot10^{-5}$ belongs to a ViT-B/32's gradient scale; ours is
+# another network, so every $\varepsilon$ is tuned on the validation split and then frozen:
 # one for the threshold rule's word F1, one per F-CLIPScore form for its AP. The
-# most-negative form has no $\epsilon$, so under the FOIL protocol LA does not depend on it.
+# most-negative form has no $\varepsilon$, so under the FOIL protocol LA does not depend on it.
 
 # %%
-orig_val = val.foil_type.eq("original").to_numpy()
-lab_val = labels_of(attr_val[main], val)
-eps = {"most negative": None, "threshold": tune_eps_for_ap(attr_val[main], orig_val, "threshold"),
-       "additive": tune_eps_for_ap(attr_val[main], orig_val, "additive")}
-eps_f1 = tune_eps_f1(attr_val[main], lab_val, np.ones(len(val), bool)) if tune_epsilon else epsilon
-val_fpr = float(np.mean([np.mean(w < eps_f1) for w, o in zip(attr_val[main].w, orig_val) if o]))
-selection = pd.DataFrame([
-    ("layers n (last n)", f"1..{n_text}", main, "LA (most negative word)", val_split),
-    ("ε, threshold rule", "80 quantiles of w_j" if tune_epsilon else "given", f"{eps_f1:.3g}", "word F1", val_split),
-    ("ε, F-CLIPScore threshold form", "40 quantiles of w_j", f"{eps['threshold']:.3g}", "AP", val_split),
-    ("ε, F-CLIPScore additive form", "40 quantiles of w_j", f"{eps['additive']:.3g}", "AP", val_split),
-    ("ε, F-CLIPScore most-negative form", "none", "none", "the form has no ε", "-"),
-    ("ε per foil type (transfer)", "80 / 40 quantiles", "table below", "word F1 / AP", val_split)],
-    columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])
+eps = study.select_epsilons(attr_val[main], data.val, tune_epsilon, epsilon)
+selection = study.selection_table(n_text, main, eps, tune_epsilon, val_split)
 display(selection)
 display(choice.to_frame().T.style.format("{:.3f}"))
 
@@ -247,14 +275,13 @@ display(choice.to_frame().T.style.format("{:.3f}"))
 # the headline LA is on shape foils, with the all-type mean beside it.
 
 # %%
-units = pd.concat([build_units(df, {m: attr[s][k] for m, k in methods.items()}, "CLIP4DM", rng, eps, eps_f1,
-                               partial={"leave-one-word-out": loo[s]}) for s, df in test.items()], ignore_index=True)
-types = sorted(set(units.foil_type) - {"original"})
-la_table, ap_table = type_tables(units, [*methods, "leave-one-word-out", "random content word"],
-                                 ["most negative", "threshold", "additive", "CLIPScore"], types)
+units = study.unit_table(draws, arms, rng, eps)  # one row per test caption of every draw
+types, headline = study.foil_types(units), study.headline_type(units)
+la_table, ap_table = proto.type_tables(units, [*arms, "leave-one-word-out", "random content word"],
+                                       ["most negative", "threshold", "additive", "CLIPScore"], types)
 display(la_table.style.format("{:.3f}", na_rep="–").set_caption(f"{test_split}, draws {seeds}"))
 display(ap_table.style.format("{:.3f}").set_caption("AP of originals above foils (F|form)"))
-ties = {m: int(units[f"tie|{m}"].sum()) for m in [*methods, "leave-one-word-out"]}
+ties = {m: int(units[f"tie|{m}"].sum()) for m in [*arms, "leave-one-word-out"]}
 print(f"tied minima broken at random: {ties} of {len(units)} captions")
 
 # %% [markdown]
@@ -263,35 +290,10 @@ print(f"tied minima broken at random: {ties} of {len(units)} captions")
 # bootstrap over images.
 
 # %%
-is_foil = ~units.foil_type.eq("original").to_numpy()
-headline = "shape" if units.foil_type.eq("shape").any() else "foil"  # real FOIL: every foil replaces a noun
-shape = units.foil_type.eq(headline).to_numpy()
-orig = units.foil_type.eq("original").to_numpy()
-cmp = dict(seed=seed)
-
-
-def la_verdict(a, b, where, what):
-    return compare_units(units, units[f"hit|{a}"], units[f"hit|{b}"], where, claim=f"LA on {what}",
-                         arms=(a, b), unit="foil captions", **cmp)
-
-
-v_la = [la_verdict("CLIP4DM", "random content word", shape, f"{headline} foils"),
-        la_verdict("CLIP4DM", "leave-one-word-out", shape, f"{headline} foils"),
-        la_verdict("CLIP4DM", "leave-one-word-out", is_foil, "all foils"),
-        la_verdict("CLIP4DM", "CLIP4DM + ReLU", is_foil, "all foils (the ReLU alone)"),
-        la_verdict("CLIP4DM", "GAE", is_foil, "all foils")]
-v_la += [la_verdict("CLIP4DM", "random content word", units.foil_type.eq(t).to_numpy(), f"{t} foils")
-         for t in types if t != headline]
-ap = {f: ap_units(units, units[f"F|{f}"], is_foil) for f in ["most negative", "threshold", "additive", "CLIPScore"]}
-names = {"most negative": "F-CLIPScore as the paper's code evaluates it (most negative)",
-         "threshold": "F-CLIPScore, threshold form", "additive": "F-CLIPScore, additive reading"}
-v_ap = [compare_units(units, ap[f], ap["CLIPScore"], orig, claim="AP of originals above foils (per-original precision)",
-                      arms=(names[f], "CLIPScore"), unit="original captions", **cmp) for f in names]
-v_orig = compare_units(units, units.role.eq("colour").astype(float), units["random role share"], orig,
-                       claim="on original captions, the most negative word is a colour word",
-                       arms=("CLIP4DM's most negative word", "a random word"), unit="original captions", **cmp)
+v_la, v_ap = study.la_verdicts(units, seed), study.ap_verdicts(units, seed)
+v_orig = study.colour_word_verdict(units, seed)
 display(verdicts.verdict_table(v_la + v_ap + [v_orig]))
-role = pd.DataFrame({"most negative word": units[orig].role.value_counts(normalize=True)})
+role = pd.DataFrame({"most negative word": units[units.foil_type.eq("original")].role.value_counts(normalize=True)})
 display(role.style.format("{:.3f}").set_caption("original captions: where the most negative word falls"))
 
 # %% [markdown]
@@ -302,21 +304,12 @@ display(role.style.format("{:.3f}").set_caption("original captions: where the mo
 # foil colour replaced by the colour farthest from the object's; the image contradicts
 # the word as strongly as the toy world allows, so CLIP4DM must beat a random content
 # word there. **Negative:** on original captions, where nothing is wrong, the threshold
-# rule must not flag words more often than the rate its $\epsilon$ was tuned to on the
+# rule must not flag words more often than the rate its $\varepsilon$ was tuned to on the
 # validation originals. If either control fails, the test cannot decide here.
 
 # %%
-if attr_planted:
-    pl = pd.concat([build_units(p, {"CLIP4DM": attr_planted[s]}, "CLIP4DM", rng, eps, eps_f1)
-                    for s, p in planted.items() if s in attr_planted], ignore_index=True)
-    v_pos = compare_units(pl, pl["hit|CLIP4DM"], pl["hit|random content word"], np.ones(len(pl), bool),
-                          claim="LA on planted colour foils", arms=("CLIP4DM", "random content word"),
-                          unit="planted captions", **cmp)
-else:  # real FOIL has no colour foils: the control cannot be built, so it cannot pass
-    v_pos = verdicts.compare([0.0, 0.0], [0.0, 0.0], claim="no planted colour foils", arms=("CLIP4DM", "random"), unit="none")
-v_neg = compare_units(units, units.flagged, np.full(len(units), val_fpr), orig,
-                      claim="share of words flagged on original captions",
-                      arms=(f"{test_split} originals", f"rate tuned on {val_split}"), unit="original captions", **cmp)
+v_pos = study.planted_control(clip, data.planted, main, rng, eps, seed, device, batch_size)
+v_neg = study.flag_rate_control(units, eps, test_split, val_split, seed)
 f_loc = verdicts.falsify(v_la[0], v_pos, v_neg, effect=verdicts.A_BETTER)
 print(f_loc.sentence())
 display(verdicts.verdict_table([v_pos, v_neg]))
@@ -327,45 +320,43 @@ display(verdicts.verdict_table([v_pos, v_neg]))
 # A test image with one of its foil captions: red words pull the score down.
 
 # %%
-s0, df0 = seeds[0], test[seeds[0]]
+df0, a0 = data.test[seeds[0]], draws[seeds[0]].attr[main]
 first = int(np.flatnonzero(df0.foil_type.eq(headline))[0])
 (img_raw,), img_t, _ = load_image_batch([df0.image[first]], clip)  # its pixels and model input (1, 3, S, S)
-fig = attribution_figure(img_raw, attr[s0][main].words[first], attr[s0][main].w[first],
-                         eps_f1, float(clip_score(attr[s0][main].cos[first])))
+fig = attribution_figure(img_raw, a0.words[first], a0.w[first], eps.f1, float(c4dm.clip_score(a0.cos[first])))
 print(f"foil word: {df0.foil_word[first]!r} at word {int(df0.start[first])}")
 
 # %% [markdown]
 # ## Falsification: does the signal fade at low CLIPScore, and does one ε travel?
 #
 # The paper reads its own results as the negative signal weakening when the pair's
-# CLIPScore is low, and it uses one global $\epsilon$ per benchmark. Foil types differ
+# CLIPScore is low, and it uses one global $\varepsilon$ per benchmark. Foil types differ
 # both in difficulty and in CLIPScore, so a pooled quartile table confounds the two; we
 # split each foil type into CLIPScore quartiles (within each draw) and compare the
-# highest quartile with the lowest, for LA and word AUC. Then we tune $\epsilon$ on one
+# highest quartile with the lowest, for LA and word AUC. Then we tune $\varepsilon$ on one
 # foil type's validation captions and apply it to another's test captions, as word F1
 # and as the AP of the threshold-form F-CLIPScore.
 
 # %%
-v_quart = quartile_verdicts(units, "CLIP4DM", types, seed)
+v_quart = proto.quartile_verdicts(units, study.MAIN, types, seed)
 display(verdicts.verdict_table(v_quart))
-if len(types) > 1:
-    v_trans, eps_types = transfer_verdicts(units, {s: attr[s][main] for s in test}, val, attr_val[main], types, seed)
+v_trans, eps_types = study.transfer(units, draws, main, data.val, attr_val[main], seed)
+if v_trans:
     display(eps_types.style.format("{:.2e}").set_caption(f"ε per foil type, tuned on {val_split}"))
     display(verdicts.verdict_table(v_trans))
 else:  # real FOIL has one foil type: nothing to transfer across
-    v_trans, eps_types = [], pd.DataFrame()
     print(f"one foil type ({types[0]}): no threshold transfer across types to test")
 
 # %% [markdown]
 # The reviewers' own version of the question uses the paper's two thresholds: FOIL's
-# $\epsilon = -5\times10^{-5}$ against the $-1\times10^{-5}$ the paper needs on Rich-HF, on
-# the same attributions. The most-negative word (LA) does not depend on $\epsilon$, so the
+# $\varepsilon = -5\times10^{-5}$ against the $-1\times10^{-5}$ the paper needs on Rich-HF, on
+# the same attributions. The most-negative word (LA) does not depend on $\varepsilon$, so the
 # test is on word F1 and on the threshold-form F-CLIPScore. The paper's thresholds are set
 # for OpenAI's ViT-B/32, whose attributions have their own scale; the table of flagged
 # words shows where they fall on the model this run uses.
 
 # %%
-v_paper_eps, flagged_share = paper_epsilon_verdicts(units, {s: attr[s][main] for s in test}, seed)
+v_paper_eps, flagged_share = proto.paper_epsilon_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, seed)
 display(flagged_share.style.format("{:.3f}"))
 display(verdicts.verdict_table(v_paper_eps))
 
@@ -378,13 +369,10 @@ display(verdicts.verdict_table(v_paper_eps))
 # is the speed-up the arithmetic allows, and a measured ratio below it is overhead.
 
 # %%
-n_speed = min(32, len(df0))
-_, speed_inputs, speed_index = load_image_batch(df0.image.tolist()[:n_speed], clip)
-speed = pairs_per_second(clip, speed_inputs[speed_index], df0.caption.tolist()[:n_speed], variants[main], device)
-display(pd.DataFrame(speed).rename_axis(f"{n_speed} pairs, {torch.get_num_threads()} threads").style.format("{:.3g}"))
-flop_ratio = speed["GFLOP/pair"]["leave-one-word-out"] / speed["GFLOP/pair"]["CLIP4DM"]
-print(f"CLIP4DM runs {speed['pairs/s']['CLIP4DM'] / speed['pairs/s']['leave-one-word-out']:.2f}x the pairs/s of "
-      f"leave-one-word-out; their FLOPs allow {flop_ratio:.2f}x")
+speed = study.speed(clip, df0, main, device)
+display(pd.DataFrame(speed.table).rename_axis(f"{speed.n_pairs} pairs, {torch.get_num_threads()} threads")
+        .style.format("{:.3g}"))
+print(f"CLIP4DM runs {speed.measured:.2f}x the pairs/s of leave-one-word-out; their FLOPs allow {speed.allowed:.2f}x")
 
 # %% [markdown]
 # ## Try it: type a caption
@@ -395,38 +383,70 @@ print(f"CLIP4DM runs {speed['pairs/s']['CLIP4DM'] / speed['pairs/s']['leave-one-
 
 # %%
 def attribute_one(caption: str):
-    res = clip4dm(clip, img_t, [caption], variants[main], device=device)
+    res = c4dm.clip4dm(clip, img_t, [caption], main, device=device)
     return res.words[0], res.w[0]
 
 
-w_all = np.concatenate(attr[s0][main].w)
-widget = caption_widget(img_raw, df0.caption[first], attribute_one, eps=eps_f1,
-                        eps_range=tuple(float(x) for x in np.quantile(w_all, [0.01, 0.99])))
+widget = caption_widget(img_raw, df0.caption[first], attribute_one, eps=eps.f1,
+                        eps_range=tuple(float(x) for x in np.quantile(np.concatenate(a0.w), [0.01, 0.99])))
 widget.show()
 
 # %% [markdown]
 # ## Critique
 #
-# The found box states only what the verdicts above say; the argument, and what the run
+# The closing box states only what the verdicts above say; the argument, and what the run
 # does and does not support, is on the critique page ({doc}`../book/ch2_critique`).
 
-# %%
+# %% tags=["remove-output"]
 all_v = v_la + v_ap + [v_orig] + v_quart + v_trans + v_paper_eps
-n_foils = int(is_foil.sum())
-display(found_box(f"What we found (test draws {seeds}, {n_foils} test foils, {model}, layers {main})", [
-    f"{headline.capitalize()} foils (nouns replaced, the kind real FOIL has), LA "
-    f"{units.loc[shape, 'hit|CLIP4DM'].mean():.3f}; all types "
-    f"{units.loc[is_foil, 'hit|CLIP4DM'].mean():.3f}. Seed axis: {n_seeds} independent test draws.",
-    f"Controls and conclusion: {f_loc.sentence()}", *[v.sentence() for v in all_v]]))
+is_foil, on_head = units.foil_type.ne("original"), units.foil_type.eq(headline)
+la = {k: float(units.loc[m, f"hit|{study.MAIN}"].mean()) for k, m in (("head", on_head), ("all", is_foil))}
+findings = {
+    "run": f"test draws {seeds} ({n_seeds} independent draws), {int(is_foil.sum())} test foils, {model}, "
+           f"the {main.label} text layers; LA {la['head']:.3f} on {headline} foils, {la['all']:.3f} on all types",
+    "random": v_la[0].brief(), "loo-head": v_la[1].brief(), "loo-all": v_la[2].brief(), "relu": v_la[3].brief(),
+    "gae": v_la[4].brief(), "per-type": study.clauses(v_la[5:]), "colour-word": v_orig.brief(),
+    "ap-min": v_ap[0].brief(), "ap-threshold": v_ap[1].brief(), "ap-additive": v_ap[2].brief(),
+    "controls": f_loc.sentence(), "quartiles": study.clauses(v_quart), "transfer": study.clauses(v_trans),
+    "paper-eps": study.clauses(v_paper_eps)}
+glue_findings("ch2", findings)
+display(found_box("What we found", list(findings.values())))
+
+# %% [markdown]
+# ```{admonition} What we found
+# :class: tip
+# This run: {glue:md}`ch2-run`.
+#
+# **Finding the wrong word.** CLIP4DM's most negative word against a content word drawn at
+# random, on the headline foils: {glue:md}`ch2-random`. Against leave-one-word-out, which
+# pays one text pass per word, on the same foils: {glue:md}`ch2-loo-head`; on all foils:
+# {glue:md}`ch2-loo-all`. The paper's one change to GAE, keeping the negatives, measured
+# alone: {glue:md}`ch2-relu`; and against GAE itself: {glue:md}`ch2-gae`. Against the random
+# content word on every other foil type: {glue:md}`ch2-per-type`. On original captions, where
+# nothing is wrong, how often the most negative word is a colour word compared with a word
+# drawn at random: {glue:md}`ch2-colour-word`.
+#
+# **Controls.** {glue:md}`ch2-controls`
+#
+# **F-CLIPScore.** Ranking originals above foils, each form against CLIPScore: the form the
+# paper's code evaluates on FOIL, {glue:md}`ch2-ap-min`; the threshold form,
+# {glue:md}`ch2-ap-threshold`; our additive reading, {glue:md}`ch2-ap-additive`.
+#
+# **The weakest claim.** The signal by CLIPScore quartile within each foil type:
+# {glue:md}`ch2-quartiles`. One ε across foil types, tuned on a type's own validation foils
+# against tuned on the others: {glue:md}`ch2-transfer`. The paper's two thresholds on the
+# same attributions: {glue:md}`ch2-paper-eps`.
+# ```
+
+# %%
 write_results(results_path, {
     "seeds": seeds, "seed_axis": "independent test draws (toy: exports; real: seeded samples)",
-    "model": model, "pretrained": pretrained, "layers": main, "n_test_foils": n_foils,
-    "epsilon": {"word F1": eps_f1, **{f"F {k}": v for k, v in eps.items()}}, "val_fpr_originals": val_fpr,
-    "la_headline_shape": float(units.loc[shape, "hit|CLIP4DM"].mean()),
-    "la_all_types": float(units.loc[is_foil, "hit|CLIP4DM"].mean()),
+    "model": model, "pretrained": pretrained, "layers": main.label, "n_test_foils": int(is_foil.sum()),
+    "epsilon": {"word F1": eps.f1, **{f"F {k}": v for k, v in eps.forms.items()}}, "val_fpr_originals": eps.val_fpr,
+    "la_headline_shape": la["head"], "la_all_types": la["all"],
     "per_type_la": {m: row["LA"].dropna().to_dict() for m, row in la_table.iterrows()},
     "per_type_auc": {m: row["word AUC"].dropna().to_dict() for m, row in la_table.iterrows()},
     "ap": ap_table.to_dict(orient="index"), "original_caption_roles": role.iloc[:, 0].to_dict(),
-    "ties": ties, "skipped_long": skipped, "eps_per_type": eps_types.to_dict(orient="index"),
-    "speed_pairs_per_s": speed, "verdicts": all_v, "controls": [f_loc],
+    "ties": ties, "skipped_long": data.skipped, "eps_per_type": eps_types.to_dict(orient="index"),
+    "speed_pairs_per_s": speed.table, "verdicts": all_v, "controls": [f_loc], "found": list(findings.values()),
     "selection": selection.to_dict(orient="records"), "wall_s": time.perf_counter() - t_start}, chapter="ch2")

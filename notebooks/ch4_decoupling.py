@@ -89,58 +89,156 @@ import torch
 from IPython.display import display
 
 from fgclip import verdicts
-from fgclip.methods.decoupling import category_scores, clip_word_vectors, load_glove
-from fgclip.metrics.multilabel import known_map, mean_average_precision
+from fgclip.losses import asymmetric as asl
+from fgclip.methods import decoupling as dc
 from fgclip.models import create_clip
-from fgclip.partial_labels import known_masks, partial_targets, save_masks
-from fgclip.reporting import found_box, seed_table, write_results
+from fgclip.models.prompts import PromptLearner
+from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
 from fgclip.seeding import seed_everything
-from fgclip.train.decoupling import FitConfig, encode_image_files, make_head, predict
-from fgclip.train.decoupling_study import (TRAINED, Trainer, cached_features, choose,
-                                           feature_cache_path, init_gradients, known_positive_table,
-                                           logistic_scores, planted_verdicts, pointing_hits,
-                                           prepare_data, run_sweep, selection_table,
-                                           split_validation, square_transform)
-from fgclip.viz import InteractiveFigure, set_style
-from fgclip.viz.multilabel import draw_prediction, plot_map_vs_proportion
+from fgclip.train import decoupling as dtrain, decoupling_study as study
+from fgclip.viz import InteractiveFigure, multilabel as mlviz, set_style
 
 set_style()
 seed_everything(seed)
 if threads > 0:
     torch.set_num_threads(threads)
 seeds = [seed + k for k in range(n_seeds)]
+clip = create_clip(model, pretrained=pretrained, device=device)  # the frozen CLIP
 print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 
 # %% [markdown]
-# ## The method
+# ## The method, one equation at a time
 #
 # Let $f \in \mathbb{R}^{D \times h \times w}$ be the frozen image encoder's spatial feature
-# map and $x_c$ a word vector for category $c$. Semantic decoupling fuses the two at every
-# position with low-rank bilinear pooling, turns the result into an attention map over
-# positions, and pools:
+# map, $f_{wh}$ its feature at position $(w, h)$, and $x_c$ a word vector for category $c$.
+# Semantic decoupling fuses the two at every position with low-rank bilinear pooling
+# ($U$, $V$ project to rank $r$, $P$ and $b$ map back), scores each fused feature with a
+# vector $w_a$, and normalises the scores over the positions: one attention map per category,
 #
 # $$
 # \tilde f_{c,wh} = P^\top \tanh\!\big((U^\top f_{wh}) \odot (V^\top x_c)\big) + b,\qquad
-# a_{c,wh} = \frac{\exp(w_a^\top \tilde f_{c,wh})}{\sum_{w'h'} \exp(w_a^\top \tilde f_{c,w'h'})},\qquad
+# a_{c,wh} = \frac{\exp(w_a^\top \tilde f_{c,wh})}{\sum_{w'h'} \exp(w_a^\top \tilde f_{c,w'h'})}.
+# $$ (eq-decoupling-attention)
+#
+# The library never builds $\tilde f$ (it would be the largest tensor of the run): since
+# $w_a^\top \tilde f_{c,wh}$ is linear in it, it folds $P$ and $w_a$ into one vector first.
+
+# %%
+display(show_source(dc.decoupling_attention))
+
+# %% [markdown]
+# The attention then pools the map into one visual feature per category:
+#
+# $$
 # f^v_c = \sum_{wh} a_{c,wh}\, f_{wh}.
-# $$
-#
+# $$ (eq-decoupling-pooling)
+
+# %%
+display(show_source(dc.pool_categories))
+
+# %% [markdown]
+# A check by hand: a map of two positions, $f_{11} = (1, 0)$ and $f_{12} = (0, 2)$. With
+# $w_a = 0$ every position scores alike, so each $a_{c,wh} = 1/2$ and
+# $f^v_c = (0.5, 1)$ for every category; with attention $(0.25, 0.75)$ instead,
+# $f^v_c = 0.25\,(1, 0) + 0.75\,(0, 2) = (0.25, 1.5)$.
+
+# %%
+f_hand, x_hand = torch.tensor([[[[1.0, 0.0]], [[0.0, 2.0]]]]), torch.eye(2, 3)  # (B=1, D=2, h=1, w=2), (C=2, d_x=3)
+sd_hand = dc.SemanticDecoupling(feature_dim=2, word_dim=3, rank=4, out_dim=4)
+torch.nn.init.zeros_(sd_hand.w_a.weight)  # w_a = 0
+(f_v, a), f_v2 = sd_hand(f_hand, x_hand), dc.pool_categories(torch.tensor([[[0.25, 0.75]]]), f_hand.flatten(2).mT)
+print(f"f {tuple(f_hand.shape)}, x {tuple(x_hand.shape)} -> a {tuple(a.shape)}, f^v {tuple(f_v.shape)}: "
+      f"{f_v[0].tolist()}; attention (0.25, 0.75) -> f^v {f_v2[0, 0].tolist()}")
+assert torch.allclose(a, torch.full_like(a, 0.5)) and torch.allclose(f_v, torch.tensor([0.5, 1.0]).expand(1, 2, 2))
+assert torch.allclose(f_v2, torch.tensor([[[0.25, 1.5]]]))
+
+# %% [markdown]
 # On the text side, category $c$ has its own prompt $t_c = [V]^c_1 \cdots [V]^c_M\,[\text{CLASS}_c]$
-# whose $M$ context vectors are learned while the text encoder stays frozen, giving
-# $f^t_c$. The score and the probability of the paper's Eq. 9 are
+# whose $M$ context vectors are learned while the text encoder $g$ stays frozen (CoOp with
+# category-specific context):
 #
 # $$
-# s_c = \frac{\cos(f^v_c, f^t_c)}{\tau},\qquad p_c = \frac{\exp(s_c)}{\sum_{c'=1}^{C} \exp(s_{c'})},
-# $$
+# f^t_c = g\big([V]^c_1 \cdots [V]^c_M\,[\text{CLASS}_c]\big).
+# $$ (eq-learned-prompt)
 #
-# and the loss is the asymmetric loss summed over the set $K$ of known entries only
-# (P-ASL), with $p_m = \max(p - m, 0)$:
+# The prompt learner swaps the context vectors into the token embeddings and runs the rest of
+# open_clip's `encode_text` unchanged:
+
+# %%
+display(show_source(PromptLearner.embeddings, PromptLearner.forward))
+
+# %% [markdown]
+# A check: with its context initialised to the words of the hand prompt, the learned prompt
+# must give exactly the frozen encoder's feature of "<hand_prompt> <name>.".
+
+# %%
+prompt = PromptLearner(clip.model, clip.tokenizer, ["circle", "star"], len(hand_prompt.split()), True, hand_prompt)
+with torch.no_grad():  # f^t (C, D), and the frozen encoder on the same words
+    f_t, ref = prompt(), clip.model.encode_text(clip.tokenizer([f"{hand_prompt} circle.", f"{hand_prompt} star."]).to(device))
+print(f"context [V]^c {tuple(prompt.ctx.shape)} (C, M, width) -> f^t {tuple(f_t.shape)}; "
+      f"largest difference to encode_text: {(f_t - ref).abs().max():.1e}")
+assert torch.allclose(f_t, ref, rtol=1e-4, atol=1e-4)
+
+# %% [markdown]
+# The score of category $c$ is the cosine of its two features at the frozen CLIP's
+# temperature $\tau$,
+#
+# $$
+# s_c = \frac{\cos(f^v_c, f^t_c)}{\tau},
+# $$ (eq-category-score)
+
+# %%
+display(show_source(dc.category_scores))
+
+# %% [markdown]
+# and the paper's Eq. 9 turns the $C$ scores of an image into probabilities with one
+# softmax over the categories:
+#
+# $$
+# p_c = \frac{\exp(s_c)}{\sum_{c'=1}^{C} \exp(s_{c'})}.
+# $$ (eq-softmax-over-categories)
+
+# %%
+display(show_source(dc.score_probabilities))
+
+# %% [markdown]
+# A check: $f^v_1 = (1, 0)$, $f^v_2 = (0, 2)$ against $f^t_1 = f^t_2 = (1, 0)$ at $\tau = 0.5$
+# give cosines $(1, 0)$, so $s = (2, 0)$ and $p = (e^2, 1)/(e^2 + 1) \approx (0.881, 0.119)$.
+
+# %%
+f_v, f_t = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]]), torch.tensor([[1.0, 0.0], [1.0, 0.0]])  # (1, 2, 2), (2, 2)
+s = dc.category_scores(f_v, f_t, tau=0.5)
+p = dc.score_probabilities(s, "softmax")
+print(f"f^v {tuple(f_v.shape)}, f^t {tuple(f_t.shape)} -> s {s.tolist()}, p {p.tolist()}")
+assert torch.allclose(s, torch.tensor([[2.0, 0.0]])) and np.isclose(p[0, 0], np.e ** 2 / (np.e ** 2 + 1))
+
+# %% [markdown]
+# The loss is the asymmetric loss {cite}`ridnik2021asl` summed over the set $K$ of known
+# entries only (P-ASL), with the probability margin $m$ and $p_m = \max(p - m, 0)$:
 #
 # $$
 # \mathcal{L} = \frac{1}{|K|}\sum_{(i,c)\in K} \Big[ -y_{ic}(1-p_{ic})^{\gamma_+}\log p_{ic}
 #   - (1-y_{ic})\, p_{m,ic}^{\gamma_-} \log(1-p_{m,ic}) \Big].
-# $$
-#
+# $$ (eq-partial-asl)
+
+# %%
+display(show_source(asl.asymmetric_loss_terms, asl.partial_asymmetric_loss))
+
+# %% [markdown]
+# A check on one image of four categories: a known positive at $p = 0.8$ costs
+# $-(1 - 0.8)\log 0.8$; a known negative at $p = 0.3$ costs $-0.25^2 \log 0.75$
+# ($p_m = 0.3 - 0.05$); one at $p = 0.02$ is below the margin and costs nothing; an unknown
+# entry has no term. $\mathcal{L}$ averages over the three known entries.
+
+# %%
+p, y = torch.tensor([[0.8, 0.3, 0.02, 0.6]]), torch.tensor([[1, 0, 0, -1]])  # (1, 4): -1 = unknown
+terms = asl.asymmetric_loss_terms(p, y, gamma_pos=1.0, gamma_neg=2.0, clip=0.05)
+hand = [-(1 - 0.8) * np.log(0.8), -(0.25 ** 2) * np.log(0.75), 0.0, 0.0]
+print(f"p, y {tuple(p.shape)} -> terms {[round(v, 5) + 0.0 for v in terms[0].tolist()]}, "
+      f"L = {asl.partial_asymmetric_loss(p, y).item():.5f} = sum / 3")
+assert np.allclose(terms[0].tolist(), hand, rtol=1e-5)
+
+# %% [markdown]
 # **What differs from the paper here.** The paper's frozen CLIP is a ResNet-101 and its
 # word vectors are GloVe. Our frozen CLIP is the book's toy ResNet CLIP (`toy-rn`, a
 # ModifiedResNet with attention pooling like the paper's, at 128 px): its 4x4 layer-4 map,
@@ -154,8 +252,21 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # stopping epoch chosen per variant on a validation split carved from the training
 # images (the paper does not say how it chose its schedule); images resized to a square
 # without cropping. The code: `fgclip.methods.decoupling`, `fgclip.models.prompts`,
-# `fgclip.losses.asymmetric`, `fgclip.train.decoupling` and, for the protocol of this
-# chapter (splits, sweep, planted worlds), `fgclip.train.decoupling_study`.
+# `fgclip.losses.asymmetric`, `fgclip.train.decoupling` (head, training loop) and, for the
+# protocol of this chapter (data, splits, sweep, planted worlds),
+# `fgclip.train.decoupling_study`.
+#
+# **From equation to code.** Each equation above, the function that computes it, and the unit
+# test that checks that function:
+#
+# | equation | function | test |
+# |---|---|---|
+# | {eq}`eq-decoupling-attention` | {func}`fgclip.methods.decoupling.decoupling_attention` | `tests/test_ch4_modules.py::test_decoupling_shapes_attention_and_paper_form` |
+# | {eq}`eq-decoupling-pooling` | {func}`fgclip.methods.decoupling.pool_categories` | `tests/test_ch4_equations.py::test_pool_categories_and_uniform_attention_by_hand` |
+# | {eq}`eq-learned-prompt` | {func}`fgclip.models.prompts.PromptLearner` | `tests/test_ch4_modules.py::test_prompt_initialised_from_hand_prompt_equals_encode_text` |
+# | {eq}`eq-category-score` | {func}`fgclip.methods.decoupling.category_scores` | `tests/test_ch4_modules.py::test_scores_and_probabilities` |
+# | {eq}`eq-softmax-over-categories` | {func}`fgclip.methods.decoupling.score_probabilities` | `tests/test_ch4_equations.py::test_softmax_over_categories_by_hand` |
+# | {eq}`eq-partial-asl` | {func}`fgclip.losses.asymmetric.partial_asymmetric_loss` | `tests/test_ch4_losses.py::test_asl_terms_by_hand` |
 
 # %% [markdown]
 # ## Data: the toy world as COCO JSON and as Pascal VOC XML
@@ -171,9 +282,9 @@ print(f"seeds={seeds}, model={model}, pretrained={pretrained}, device={device}")
 # protocols do (`difficult = "positive"` counts them).
 
 # %%
-root, data, class_names, labels = prepare_data(  # root: the folder actually read
-    data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
-    size_names={train_split: "n_train", test_split: "n_test"})
+data = study.prepare_data(data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
+                          size_names={train_split: "n_train", test_split: "n_test"})
+root, class_names, labels, test = data.root, data.class_names, data.labels, data.splits[test_split]
 print(f"read {root}: {len(class_names)} categories; train {len(labels[train_split])} images, test "
       f"{len(labels[test_split])}; labels per image {(labels[train_split] == 1).sum(1).mean():.2f} on average")
 
@@ -194,19 +305,14 @@ print(f"read {root}: {len(class_names)} categories; train {len(labels[train_spli
 # on disk); batches are written into tensors allocated once, and each cache is read once.
 
 # %%
-clip = create_clip(model, pretrained=pretrained, device=device)
-cache, transform = Path(cache_dir), square_transform(clip.preprocess)
-feats = {s: cached_features(
-    feature_cache_path(cache, model, pretrained, root, data_format, s, transform), data[s][0],
-    lambda paths: encode_image_files(clip, paths, device=device, transform=transform))
-    for s in (train_split, test_split)}
-dense_tr, pooled_tr = feats[train_split]
-dense_te, pooled_te = feats[test_split]
-print(f"dense map f: {tuple(dense_tr.shape[1:])}, pooled: {tuple(pooled_tr.shape[1:])}")
-word_vectors = (load_glove(glove_path, class_names) if glove_path
-                else clip_word_vectors(clip.model, clip.tokenizer, class_names))
+feats = study.frozen_features(clip, Path(cache_dir), model, pretrained, root, data_format,
+                              {s: data.splits[s].paths for s in (train_split, test_split)}, device)
+train_feats, test_feats = feats[train_split], feats[test_split]
+word_vectors = (dc.load_glove(glove_path, class_names) if glove_path
+                else dc.clip_word_vectors(clip.model, clip.tokenizer, class_names))
 tau = 1.0 / float(clip.model.logit_scale.detach().exp())
-print(f"word vectors x_c: {'GloVe ' + glove_path if glove_path else 'CLIP text embedding of the name'} "
+print(f"dense map f: {tuple(train_feats.dense.shape[1:])}, pooled: {tuple(train_feats.pooled.shape[1:])}; word vectors "
+      f"x_c: {'GloVe ' + glove_path if glove_path else 'CLIP text embedding of the name'} "
       f"{tuple(word_vectors.shape)}; tau = {tau:.4f}")
 
 # %% [markdown]
@@ -216,12 +322,9 @@ print(f"word vectors x_c: {'GloVe ' + glove_path if glove_path else 'CLIP text e
 # is a weighted mean of those features, so the second number is roughly where it starts.
 
 # %%
-zs_head = make_head("zero-shot", clip.model, clip.tokenizer, class_names, word_vectors,
-                    hand_prompt, tau, rank, "softmax", seed)
-hand_text = zs_head.text_features.cpu()  # (C, D) "<hand_prompt> <name>."
-diag = {"global feature": category_scores(pooled_te, hand_text, tau),
-        "mean of dense features": category_scores(dense_te.mean((2, 3)), hand_text, tau)}
-diag = {k: mean_average_precision(v.numpy(), labels[test_split]) for k, v in diag.items()}
+zs_head = dtrain.make_head("zero-shot", clip.model, clip.tokenizer, class_names, word_vectors,
+                           hand_prompt, tau, rank, "softmax", seed)
+diag = study.zero_shot_diagnostic(zs_head.text_features.cpu(), test_feats, labels[test_split], tau)
 print("zero-shot test mAP on s, hand prompt: " + ", ".join(f"{k} {v:.3f}" for k, v in diag.items()))
 
 # %% [markdown]
@@ -237,25 +340,21 @@ print("zero-shot test mAP on s, hand prompt: " + ", ".join(f"{k} {v:.3f}" for k,
 # known labels, some categories have very few known positives to learn from:
 
 # %%
-fit_idx, val_idx = split_validation(len(labels[train_split]), val_fraction, seed)
-masks = {sd: known_masks(labels[train_split].shape, proportions, sd) for sd in seeds}
-out_dir = Path(results_path).parent if results_path else cache
-for sd in seeds:
-    save_masks(out_dir / f"known_masks_seed{sd}.npz", masks[sd], sd)
-targets = {(sd, r): partial_targets(labels[train_split], m) for sd in seeds for r, m in masks[sd].items()}
+fit_idx, val_idx = study.split_validation(len(labels[train_split]), val_fraction, seed)
+out_dir = Path(results_path).parent if results_path else Path(cache_dir)
+masks, targets = study.partial_label_draws(labels[train_split], proportions, seeds, out_dir)
 print(f"{len(fit_idx)} images to fit, {len(val_idx)} to validate; masks saved to {out_dir}")
-display(known_positive_table(labels[train_split][fit_idx],
-                             {sd: {r: m[fit_idx] for r, m in masks[sd].items()} for sd in seeds},
-                             class_names).T.rename_axis(f"known positives (fit split, min-max over {n_seeds} seeds)"))
+display(study.known_positive_table(labels[train_split], masks, class_names, rows=fit_idx).T
+        .rename_axis(f"known positives (fit split, min-max over {n_seeds} seeds)"))
 
 # %% [markdown]
 # ## Six trained variants, three seeds, learning rate and epochs chosen on validation
 #
 # *linear probe*: a sigmoid per category on the global feature; *prompts only*: learned
 # category-specific prompts against the global feature; *decoupling only*: decoupled
-# features against the hand-prompt text; *full*: both, scored by the paper's softmax (Eq. 9)
-# or, as the falsification below needs, by a sigmoid per category that learns its own
-# threshold. Every trained variant uses P-ASL with AdamW; its learning rate is chosen from
+# features against the hand-prompt text; *full*: both, scored by the paper's softmax
+# ({eq}`eq-softmax-over-categories`) or, as the falsification below needs, by a sigmoid per
+# category that learns its own threshold. Every trained variant uses P-ASL with AdamW; its learning rate is chosen from
 # `lr_candidates` by validation mAP at the middle proportion (seed `seed`), and every run
 # stops at its best validation epoch (at most `max_epochs`). Untrained rows: *zero-shot*
 # (hand prompt), *untrained init* (the full model before its first step), and the
@@ -265,34 +364,18 @@ display(known_positive_table(labels[train_split][fit_idx],
 # two rank alike, for the softmax they do not.
 
 # %%
-fit_cfg = FitConfig(epochs=max_epochs, batch_size=batch_size, gamma_pos=gamma_pos,
-                    gamma_neg=gamma_neg, clip=asl_clip, device=device, precision=precision,
-                    scalar_lr=scalar_lr, patience=patience)
-make = lambda variant, scoring, sd: make_head(variant, clip.model, clip.tokenizer, class_names,  # noqa: E731
-                                              word_vectors, hand_prompt, tau, rank, scoring, sd)
-split = lambda d, p: ((d[fit_idx], p[fit_idx]), (d[val_idx], p[val_idx]))  # noqa: E731
-trainer = Trainer(make, *split(dense_tr, pooled_tr), (dense_te, pooled_te), fit_cfg)
+fit_cfg = dtrain.FitConfig(epochs=max_epochs, batch_size=batch_size, gamma_pos=gamma_pos, gamma_neg=gamma_neg,
+                           clip=asl_clip, device=device, precision=precision, scalar_lr=scalar_lr, patience=patience)
+make = lambda variant, scoring, sd: dtrain.make_head(variant, clip.model, clip.tokenizer, class_names,  # noqa: E731
+                                                     word_vectors, hand_prompt, tau, rank, scoring, sd)
+trainer = study.Trainer(make, train_feats.subset(fit_idx), train_feats.subset(val_idx), test_feats, fit_cfg)
 y_test, rho_mid = labels[test_split], proportions[len(proportions) // 2]
-t_fit, t_val = targets[seed, rho_mid][fit_idx], targets[seed, rho_mid][val_idx]
-c_reg, _ = choose([0.1, 1.0, 10.0], lambda c: known_map(logistic_scores(
-    pooled_tr[fit_idx], t_fit, pooled_tr[val_idx], c), t_val))
-zs = predict(zs_head, dense_te, pooled_te)[:2]
-both = lambda x: (x, x)  # noqa: E731  (a logistic decision value is its own log-odds ranking)
-fixed = {"zero-shot": lambda rho, sd: zs,
-         "untrained init": lambda rho, sd: predict(make("full", "softmax", sd), dense_te, pooled_te)[:2],
-         "logistic regression": lambda rho, sd: both(logistic_scores(
-             pooled_tr[fit_idx], targets[sd, rho][fit_idx], pooled_te, c_reg))}
-sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, fixed)
-runs, ap = sweep["runs"], sweep["ap"]
-selection = selection_table(sweep, lr_candidates, max_epochs, rho_mid, seed, len(val_idx), [{
-    "hyperparameter": "C (logistic regression)", "candidates": "[0.1, 1, 10]", "chosen": c_reg,
-    "criterion": f"validation mAP, {rho_mid:.0%} known, seed {seed}", "split": f"validation ({len(val_idx)} training images)"}])
-display(selection.rename_axis("what was chosen on which split"))
-order = ["zero-shot", "untrained init", "logistic regression", *TRAINED]
-table = seed_table(runs, ["variant", "known"], ["mAP on p", "mAP on s"]).unstack("known").loc[order]
-display(table)
-mean_p = runs.groupby(["variant", "known"])["mAP on p"].mean().unstack("known").loc[order]
-fig = plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean of {n_seeds} seeds")
+sweep = study.run_protocol(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, zs_head, seed)
+display(sweep.selection.rename_axis("what was chosen on which split"))
+order = [arm.name for arm in study.ROWS]
+display(seed_table(sweep.runs, ["variant", "known"], ["mAP on p", "mAP on s"]).unstack("known").loc[order])
+mean_p = sweep.runs.groupby(["variant", "known"])["mAP on p"].mean().unstack("known").loc[order]
+fig = mlviz.plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean of {n_seeds} seeds")
 
 # %% [markdown]
 # How to read the table. The paper's numbers (average mAP 81.7 on COCO, 78.3 at 10% known)
@@ -316,12 +399,11 @@ fig = plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean of {n_s
 # {cite}`fong2019torchray`. The baseline points at the image centre.
 
 # %%
-objs_te, hw_te = data[test_split][1], data[test_split][2]
-att_hits, centre_hits, trial_images = pointing_hits(sweep["attention"], objs_te, hw_te, class_names)
-v_point = verdicts.compare(att_hits, np.tile(centre_hits, (n_seeds, 1)),
-                           claim=f"pointing, full model at {rho_mid:.0%} known",
-                           arms=("decoupling attention", "image centre"), unit="(image, category) trials",
-                           clusters=trial_images, cluster_unit="images", seed=seed)
+trials = study.pointing_hits(sweep.attention, test.objects, test.hws, class_names)
+v_point = verdicts.compare(trials.attention_hits, np.tile(trials.centre_hits, (n_seeds, 1)),
+                           claim=f"pointing, full model at {rho_mid:.0%} known", unit="(image, category) trials",
+                           arms=("decoupling attention", "image centre"),
+                           clusters=trials.images, cluster_unit="images", seed=seed)
 print(v_point.sentence())
 
 # %% [markdown]
@@ -332,28 +414,25 @@ print(v_point.sentence())
 # map with that category's boxes.
 
 # %%
-images, (full_s, _, full_att) = data[test_split][0], trainer.test(sweep["heads"]["full (paper, softmax)"][0])
+full_test = trainer.test(sweep.heads[study.FULL].head)  # middle proportion, seed `seed`
 
 
 def draw(image_index=0):
-    from PIL import Image
-    objs = objs_te[image_index]
-    present = sorted({c for c, _ in objs})
-    boxes = {c: [b for n, b in objs if n == c] for c in present}
-    image = np.asarray(Image.open(images[image_index]).convert("RGB"))
-    return draw_prediction(image, full_s[image_index], full_att[image_index], class_names,
-                           present, boxes, title=f"image {image_index}, {rho_mid:.0%} known")
+    return mlviz.draw_image_file_prediction(
+        test.paths[image_index], full_test.scores[image_index], full_test.attention[image_index],
+        test.objects[image_index], class_names, title=f"image {image_index}, {rho_mid:.0%} known")
 
 
-InteractiveFigure(draw, {"image_index": widgets.IntSlider(value=0, min=0, max=len(images) - 1,
+InteractiveFigure(draw, {"image_index": widgets.IntSlider(value=0, min=0, max=len(test.paths) - 1,
                                                           description="image")}).show()
 
 # %% [markdown]
 # ## Critique: is the prediction of each category independent?
 #
 # The paper motivates its design by saying that each category is predicted on its own,
-# from its own visual feature and its own prompt. But Eq. 9 turns the $C$ scores into
-# probabilities with one shared softmax, and the loss is applied to those probabilities.
+# from its own visual feature and its own prompt. But Eq. 9 ({eq}`eq-softmax-over-categories`)
+# turns the $C$ scores into probabilities with one shared softmax, and the loss is applied
+# to those probabilities.
 # On an image with three categories present, the three positive probabilities share at
 # most a total of one, so raising one lowers the others. The same shared denominator
 # also reaches the *unknown* entries: P-ASL has no term for them, but under the softmax
@@ -363,8 +442,8 @@ InteractiveFigure(draw, {"image_index": widgets.IntSlider(value=0, min=0, max=le
 # zero. We measure it on one training batch at the middle proportion, at initialisation:
 
 # %%
-grads = init_gradients(make, ("softmax", "sigmoid+bias", "sigmoid+affine"), dense_tr[fit_idx],
-                       pooled_tr[fit_idx], targets[seed, rho_mid][fit_idx], seed, fit_cfg)
+grads = study.init_gradients(make, ("softmax", "sigmoid+bias", "sigmoid+affine"), *trainer.fit_feats,
+                             targets[seed, rho_mid][fit_idx], seed, fit_cfg)
 display(grads.style.format("{:.2e}"))
 
 # %% [markdown]
@@ -393,51 +472,70 @@ display(grads.style.format("{:.2e}"))
 # per image.
 
 # %%
-test_v = {}
-for rho in proportions:
-    for ctrl in ("sigmoid+bias", "sigmoid+affine"):
-        test_v[ctrl, rho] = verdicts.compare(
-            ap["full (paper, softmax)", rho, "p"], ap[f"full, {ctrl}", rho, "p"],
-            claim=f"scoring rule of the full model, {rho:.0%} known (mAP on p)",
-            arms=("softmax (paper)", ctrl), unit="categories", seed=seed)
-planted, planted_rows = planted_verdicts(("paired", "null", "independent", "single"), seeds, tau,
-                                         fit_cfg, lr_candidates, seed, noise=1.5)
-selection = pd.concat([selection, pd.DataFrame(planted_rows)], ignore_index=True)
-controls = [verdicts.falsify(test_v["sigmoid+affine", rho], planted["paired"], planted["null"],
+test_v = study.scoring_verdicts(sweep.ap, proportions, seed)  # {(control arm, ρ): Verdict}
+planted, planted_rows = study.planted_verdicts(("paired", "null", "independent", "single"), seeds, tau,
+                                               fit_cfg, lr_candidates, seed, noise=1.5)
+selection = pd.concat([sweep.selection, pd.DataFrame(planted_rows)], ignore_index=True)
+controls = [verdicts.falsify(test_v[study.FULL_AFFINE, rho], planted["paired"], planted["null"],
                              effect=verdicts.B_BETTER) for rho in proportions]
 display(verdicts.verdict_table([*test_v.values(), *planted.values()]))
-same = len({v.verdict for (c, _), v in test_v.items() if c == "sigmoid+affine"}) == 1
-for f in controls:
-    print(f.sentence())
+same = len({v.verdict for (arm, _), v in test_v.items() if arm == study.FULL_AFFINE}) == 1
+print("\n".join(f.sentence() for f in controls))
 
 # %% [markdown]
 # ## What we found
+#
+# The next cell turns the run into findings, each comparison a verdict's clause; the box
+# after it cites them. (In Jupyter and Colab the cell also shows them as a plain box.)
+
+# %% tags=["remove-output"]
+summary = study.summary_verdicts(sweep.ap, proportions, seed)  # full model vs 5 rows, then p vs s
+g, mid = grads.loc["softmax"], len(proportions) // 2
+findings = dict(zip(["full-zero-shot", "full-untrained", "full-logistic", "full-decoupling-only",
+                     "full-prompts-only", "p-or-s"], [v.brief() for v in summary]))
+findings |= {
+    "pointing": v_point.brief(),
+    "unknown-gradients": f"mean |∂L/∂s| {g['unknown']:.1e} at unknown entries under the softmax "
+    f"(known negatives {g['known negative']:.1e}), exactly {grads.loc['sigmoid+affine', 'unknown']:.0f} under the sigmoids",
+    "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items()),
+    "same-across-proportions": f"{'the same' if same else 'not the same'} at every proportion "
+    f"({', '.join(v.outcome for (arm, _), v in test_v.items() if arm == study.FULL_AFFINE)})",
+    "falsification": controls[mid].sentence(),
+    "data": f"seeds {seeds}; {len(fit_idx)} fit / {len(val_idx)} validation / {len(y_test)} test images of {root.name}",
+}
+glue_findings("ch4", findings)
+display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretrained}))", list(findings.values())))
+
+# %% [markdown]
+# ```{admonition} What we found
+# :class: tip
+# **The paper's model against its baselines**, per-category AP of the prediction $p$
+# averaged over the known-label proportions: the full model against the hand-prompt
+# zero-shot, {glue:md}`ch4-full-zero-shot`; against its own untrained initialisation,
+# {glue:md}`ch4-full-untrained`; against the referee's baseline, a logistic regression per
+# category on the global feature, {glue:md}`ch4-full-logistic`. Its two halves on their own:
+# against decoupling only, {glue:md}`ch4-full-decoupling-only`; against prompts only,
+# {glue:md}`ch4-full-prompts-only`. The full model ranked by $p$ or by $s$:
+# {glue:md}`ch4-p-or-s`.
+#
+# **Where the attention looks.** The argmax of $a_c$ against the image centre in the
+# pointing game: {glue:md}`ch4-pointing`.
+#
+# **Whether each category is predicted on its own.** The gradient of P-ASL with respect to
+# the scores at initialisation: {glue:md}`ch4-unknown-gradients`. So "known labels only"
+# describes the loss terms; what reaches the scores depends on the scoring rule. Softmax
+# against a calibrated sigmoid, at each proportion: {glue:md}`ch4-scoring-rule`. The
+# softmax-against-sigmoid+affine verdict is {glue:md}`ch4-same-across-proportions`. Read
+# through its planted controls at the middle proportion: {glue:md}`ch4-falsification`
+#
+# **The run.** {glue:md}`ch4-data`.
+# ```
 
 # %%
-avg = lambda name, kind="p": np.mean([ap[name, r, kind] for r in proportions], axis=0)  # noqa: E731
-full = "full (paper, softmax)"
-summary = [verdicts.compare(avg(full), avg(b), claim=f"average over {len(proportions)} proportions, mAP on p",
-                            arms=("full (paper)", b), unit="categories", seed=seed)
-           for b in ("zero-shot", "untrained init", "logistic regression", "decoupling only", "prompts only")]
-summary.append(verdicts.compare(avg(full, "p"), avg(full, "s"), claim="full model, ranked by p or by s",
-                                arms=("p (Eq. 9)", "s"), unit="categories", seed=seed))
-all_v = [*summary, *test_v.values(), v_point, *planted.values()]
-g = grads.loc["softmax"]
-bullets = [v.sentence() for v in [*summary, *test_v.values(), v_point]] + [
-    f"Softmax vs calibrated sigmoid (scale + offset): the verdict is "
-    f"{'the same' if same else 'not the same'} at every proportion "
-    f"({', '.join(test_v['sigmoid+affine', r].outcome for r in proportions)}); with its controls: "
-    f"**{controls[len(proportions) // 2].conclusion}** at {rho_mid:.0%} known.",
-    f"Unknown entries under the softmax receive mean |dL/ds| {g['unknown']:.1e} (known negatives "
-    f"{g['known negative']:.1e}); under the sigmoids exactly {grads.loc['sigmoid+affine', 'unknown']:.0f}: "
-    "the paper's \"known labels only\" holds for the loss terms, not for the scores.",
-    f"Seeds {seeds}; {len(fit_idx)} fit / {len(val_idx)} validation / {len(y_test)} test images.",
-]
-display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretrained}), {root.name})", bullets))
 write_results(results_path, {
-    "seeds": seeds, "model": model, "categories": class_names, "n_train": len(labels[train_split]),
-    "n_fit": len(fit_idx), "n_val": len(val_idx), "n_test": len(y_test),
-    "mAP": runs.to_dict(orient="records"), "selection": selection.to_dict(orient="records"),
-    "gradients": grads.to_dict(orient="index"), "diagnostic": diag,
-    "verdicts": all_v, "controls": controls, "same_verdict_across_proportions": same,
+    "seeds": seeds, "model": model, "categories": class_names, "n_train": len(labels[train_split]), "n_fit": len(fit_idx),
+    "n_val": len(val_idx), "n_test": len(y_test), "mAP": sweep.runs.to_dict(orient="records"),
+    "selection": selection.to_dict(orient="records"),
+    "gradients": grads.to_dict(orient="index"), "diagnostic": diag, "controls": controls, "same_verdict_across_proportions": same,
+    "verdicts": [*summary, *test_v.values(), v_point, *planted.values()], "found": list(findings.values()),
 }, chapter="ch4")

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from fgclip.methods.clip4dm import (AttributionConfig, clip4dm, clip4dm_variants, clip_score,
-                                    f_clip_score, leave_one_word_out,
+                                    f_clip_score, leave_one_word_out, misalignment_penalty,
                                     most_negative_word, normalize_per_caption, random_word,
-                                    threshold_words, token_relevance, word_token_counts)
+                                    threshold_words, token_relevance, word_attributions,
+                                    word_token_counts)
 from fgclip.models import create_clip, images_to_tensor
 from fgclip.models.tokens import average_spans, spans_from_counts
 from fgclip.toyworld import ToyWorldConfig, generate
@@ -138,3 +139,28 @@ def test_image_index_pairs_captions_with_shared_images(toy):
         clip4dm(clip, images[:2], caps, image_index=[0, 1, 2, 0])
     with pytest.raises(ValueError, match="captions"):
         clip4dm(clip, images[:3], caps)
+
+
+def test_word_attributions_average_bpe_tokens():
+    # Eq. (eq-clip4dm-word): column 0 is [SOT]; words of 1, 2 and 1 tokens; the chapter's check cell
+    row = np.array([0.7, 1.0, 2.0, 4.0, -3.0])
+    np.testing.assert_allclose(word_attributions(row, [1, 2, 1], [0, 1, 2]), [1.0, 3.0, -3.0])
+    np.testing.assert_allclose(word_attributions(row, [1, 2, 1], [1]), [3.0])  # punctuation dropped
+    with pytest.raises(ValueError, match="runs past"):
+        word_attributions(row, [2, 3], [0, 1])
+
+
+def test_penalty_and_three_forms_by_hand():
+    # Eq. (eq-fclipscore) with s = 0.5, w = (-0.1, 0.2, -0.3), ε = -0.05: P_ε = -0.4
+    w = np.array([-0.1, 0.2, -0.3])
+    assert misalignment_penalty(w, -0.05) == pytest.approx(-0.4)
+    assert misalignment_penalty(w, -1.0) == 0.0  # nothing flagged
+    assert f_clip_score(0.5, w, -0.05, "threshold") == pytest.approx(0.5 * -0.4)
+    assert f_clip_score(0.5, w, -0.05, "most negative") == pytest.approx(0.5 * -0.3)
+    assert f_clip_score(0.5, w, -0.05, "additive") == pytest.approx(2.5 * 0.5 + 0.5 * -0.4)
+
+
+def test_attribution_config_labels():
+    assert AttributionConfig(layers=(-3, -2, -1)).label == "last 3"
+    assert AttributionConfig(layers=(-1,), relu=True, rollout=True).label == "last 1 + ReLU + rollout"
+    assert AttributionConfig(layers=(0, 1), relu=True).label == "layers (0, 1) + ReLU"

@@ -50,3 +50,18 @@ def test_widget_redraws_with_image_and_proportion():
 def test_draw_prediction_checks_shapes():
     with pytest.raises(ValueError, match="scores"):
         draw_prediction(np.zeros((8, 8, 3), np.uint8), np.zeros(2), None, NAMES, [], {})
+
+
+def test_draw_image_file_prediction_reads_present_categories_and_boxes(tmp_path):
+    from PIL import Image
+
+    from fgclip.viz.multilabel import draw_image_file_prediction
+
+    path = tmp_path / "img.png"
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(path)
+    objects = [("star", (1, 1, 8, 8)), ("circle", (2, 2, 6, 6)), ("star", (9, 9, 15, 15))]
+    fig = draw_image_file_prediction(path, np.array([0.1, 0.9, 0.2]), np.ones((3, 4, 4)), objects, NAMES, "t")
+    colors = [p.get_facecolor() for p in fig.axes[0].patches]
+    assert colors[0] == colors[1] != colors[2]  # circle and star present, heart not
+    star_ax = fig.axes[2]
+    assert len(star_ax.patches) == 2  # both star boxes drawn on the star map

@@ -31,7 +31,8 @@ def _check(probs: torch.Tensor, targets: torch.Tensor) -> None:
 def asymmetric_loss_terms(probs: torch.Tensor, targets: torch.Tensor, gamma_pos: float = 1.0,
                           gamma_neg: float = 2.0, clip: float = 0.05,
                           eps: float = 1e-8) -> torch.Tensor:
-    """Per-entry ASL, (B, C) -> (B, C), zero at unknown entries.
+    """Per-entry ASL of Eq. (eq-partial-asl) of chapter 4, (B, C) -> (B, C), zero at unknown
+    entries.
 
     L_+ = -(1 - p)^{γ+} log p                 for y = 1
     L_- = -p_m^{γ-} log(1 - p_m),  p_m = max(p - m, 0)   for y = 0
@@ -52,8 +53,9 @@ def asymmetric_loss_terms(probs: torch.Tensor, targets: torch.Tensor, gamma_pos:
 def partial_asymmetric_loss(probs: torch.Tensor, targets: torch.Tensor, gamma_pos: float = 1.0,
                             gamma_neg: float = 2.0, clip: float = 0.05,
                             reduction: str = "mean") -> torch.Tensor:
-    """P-ASL: L = (1/|K|) Σ_{(i,c) ∈ K} L_{ic}, K the known entries (``reduction='mean'``),
-    or the plain sum over K (``reduction='sum'``, as the ASL reference code).
+    """P-ASL, Eq. (eq-partial-asl) of chapter 4: L = (1/|K|) Σ_{(i,c) ∈ K} L_{ic}, K the
+    known entries (``reduction='mean'``), or the plain sum over K (``reduction='sum'``, as
+    the ASL reference code).
 
     With gamma_pos = gamma_neg = clip = 0 this is the partial binary cross-entropy.
     """

@@ -40,7 +40,8 @@ def same_text_mask(text_ids: torch.Tensor) -> torch.Tensor:
 
 def npair_loss(scores: torch.Tensor, temperature: float = 1.0,
                same: torch.Tensor | None = None) -> torch.Tensor:
-    """Bidirectional multi-class N-Pair loss (Sohn 2016), averaged over both directions.
+    """Bidirectional multi-class N-Pair loss (Sohn 2016), averaged over both directions:
+    Eq. (eq-npair-loss) of chapter 1, with tau the ``temperature``,
 
     L = 1/(2B) sum_i [ log(1 + sum_{j in N_i} exp((S_ij - S_ii)/tau))
                      + log(1 + sum_{j in N_i} exp((S_ji - S_ii)/tau)) ],
@@ -78,7 +79,8 @@ def _semi_hard(neg: torch.Tensor, pos: torch.Tensor, margin: float,
 
 def triplet_loss(scores: torch.Tensor, margin: float = 0.2, mining: str = "hardest",
                  same: torch.Tensor | None = None) -> torch.Tensor:
-    """Bidirectional triplet (hinge) loss with negative mining, averaged over anchors.
+    """Bidirectional triplet (hinge) loss with negative mining, averaged over anchors:
+    Eq. (eq-triplet-loss) of chapter 1, with alpha the ``margin``.
 
     For anchor i and negative j: h_ij = [alpha - S_ii + S_ij]_+ (image anchor, caption
     negatives) and [alpha - S_ii + S_ji]_+ (caption anchor, image negatives).

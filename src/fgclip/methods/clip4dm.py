@@ -1,20 +1,20 @@
 """CLIP4DM (arXiv 2412.18404): misaligned words from the negative gradients of a frozen CLIP.
 
 For a pair (image I, caption T) with cosine score s = <f(I), g(T)> (normalised embeddings), every text attention
-map A^h_l (heads h, layers l) gets the relevance
+map A^h_l (heads h, layers l) gets the relevance of Eq. (eq-clip4dm-relevance) of chapter 2,
 
-    R^h_l = grad(A^h_l) ⊙ A^h_l,         grad(A^h_l) = ds / dA^h_l        (no ReLU)
+    R^h_l = ∇A^h_l ⊙ A^h_l,         ∇A^h_l = ∂s / ∂A^h_l        (no ReLU)
 
 averaged over heads and over a chosen set of (late) layers (CLIP4DM), or, as in Chefer et
 al.'s GAE, clamped at zero before the head mean and rolled out, R <- R + cam_l @ R. The
 row of the [EOS] token (the position open_clip pools) gives one value per BPE token; the
 tokens of each word are averaged into the word attribution w_j. Words are split as in the
 official code: at spaces, with "." and "," words of their own; punctuation is never a
-candidate (it is dropped from the output). A word is flagged when w_j < ε (threshold
-rule) or when it is the caption's most negative word.
+candidate (it is dropped from the output); Eq. (eq-clip4dm-word). A word is flagged when
+w_j < ε (threshold rule) or when it is the caption's most negative word, Eq. (eq-clip4dm-rules).
 
-CLIPScore (Hessel et al.) is 2.5 * max(s, 0). F-CLIPScore in three forms (see
-:func:`f_clip_score`): the official code's threshold mode (1 - max(s, 0)) sum_{w_j<ε} w_j,
+CLIPScore (Hessel et al.) is 2.5 * max(s, 0). F-CLIPScore in three forms, Eq. (eq-fclipscore)
+(see :func:`f_clip_score`): the official code's threshold mode (1 - max(s, 0)) sum_{w_j<ε} w_j,
 its most-negative mode for FOIL (1 - max(s, 0)) min_j w_j, and the additive reading of
 Eq. 11, 2.5 max(s, 0) + (1 - s) sum_{w_j<ε} w_j.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ from ..models.attention import capture_attention
 from ..models import tokens as bpe  # BPE tokens -> words, shared with chapter 1
 from ..models.factory import Clip
 
+K = TypeVar("K", bound=Hashable)
 TEMPLATE = "A photo depicts "  # CLIPScore's prompt, prepended by the paper's code too
 
 
@@ -61,6 +62,13 @@ class AttributionConfig:
             raise ValueError(f"AttributionConfig.layers {bad} out of range for {n_layers} text layers")
         return sorted(i % n_layers for i in self.layers)
 
+    @property
+    def label(self) -> str:
+        """A short name for tables: 'last 3', 'last 3 + ReLU', 'layers (0, 1) + ReLU + rollout'."""
+        n = len(self.layers)
+        base = f"last {n}" if self.layers == tuple(range(-n, 0)) else f"layers {self.layers}"
+        return base + " + ReLU" * self.relu + " + rollout" * self.rollout
+
 
 PUNCTUATION = frozenset(".,")  # the official code's own word splits; never candidates
 F_FORMS = ("threshold", "most negative", "additive")
@@ -79,11 +87,12 @@ class Attributions:
 
 def token_relevance(maps: Sequence[torch.Tensor | None], grads: Sequence[torch.Tensor | None],
                     eos: torch.Tensor, cfg: AttributionConfig) -> torch.Tensor:
-    """The [EOS] row of R: (B, L) from per-layer A^h_l, grad(A^h_l) of shape (B, H, L, L).
+    """Eq. (eq-clip4dm-relevance) of chapter 2: the [EOS] row of R̄, (B, L), from the maps
+    A^h_l and gradients ∇A^h_l = ∂s/∂A^h_l of each text layer, (B, H, L, L) each.
 
-    cam_l = mean_h(grad(A^h_l) ⊙ A^h_l)  (each product clamped at 0 first when cfg.relu);
-    R = mean of cam_l over cfg.layers, or with cfg.rollout R_0 = I,
-    R_l = R_{l-1} + cam_l @ R_{l-1} over those layers in order. Returns R[b, eos_b, :].
+    cam_l = E_h[∇A^h_l ⊙ A^h_l]  (each product clamped at 0 first when cfg.relu: GAE);
+    R̄ = (1/|Λ|) Σ_{l∈Λ} cam_l over Λ = cfg.layers, or with cfg.rollout R̄_0 = I,
+    R̄_l = R̄_{l-1} + cam_l R̄_{l-1} over those layers in order. Returns R̄[b, eos_b, :].
     """
     if len(maps) != len(grads) or not maps:
         raise ValueError(f"token_relevance: {len(maps)} maps and {len(grads)} gradients")
@@ -101,6 +110,16 @@ def token_relevance(maps: Sequence[torch.Tensor | None], grads: Sequence[torch.T
         cam = cam.mean(dim=1)  # (B, L, L)
         rel = rel + cam @ rel if cfg.rollout else rel + cam / len(layers)
     return rel[torch.arange(b, device=rel.device), eos]  # (B, L)
+
+
+def word_attributions(rel: np.ndarray, counts: Sequence[int], keep: Sequence[int]) -> np.ndarray:
+    """Eq. (eq-clip4dm-word) of chapter 2: w_j = (1/|𝒯_j|) Σ_{k∈𝒯_j} R̄[EOS, k], the mean of
+    one caption's [EOS] row over the BPE tokens 𝒯_j of official word j.
+
+    rel: (T,) with column 0 the [SOT] token; counts: BPE tokens per official word (in
+    order, from column 1); keep: the indices of the candidate words. Returns (len(keep),).
+    """
+    return bpe.average_spans(np.asarray(rel), bpe.spans_from_counts(counts, start=1))[list(keep)]
 
 
 def official_words(text: str) -> list[tuple[str, int]]:
@@ -221,10 +240,12 @@ def _text_eos(clip: Clip, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def clip4dm_variants(clip: Clip, images: torch.Tensor, captions: Sequence[str],
-                     cfgs: dict[str, AttributionConfig], template: str = TEMPLATE,
+                     cfgs: Mapping[K, AttributionConfig], template: str = TEMPLATE,
                      device: str = "cpu", batch_size: int = 128,
-                     image_index: Sequence[int] | None = None) -> dict[str, Attributions]:
-    """w_j of every word of every caption for several rule variants from the same pass.
+                     image_index: Sequence[int] | None = None) -> dict[K, Attributions]:
+    """w_j of every word of every caption for several rule variants from the same pass
+    (Eqs. (eq-clip4dm-relevance) and (eq-clip4dm-word)); the output has the keys of ``cfgs``
+    (names, or the configs themselves: ``{cfg: cfg for cfg in grid}``).
 
     One text forward and one backward pass per batch; ``images`` are preprocessed
     (M, 3, S, S) tensors, one per caption or, with ``image_index``, the distinct images
@@ -241,7 +262,7 @@ def clip4dm_variants(clip: Clip, images: torch.Tensor, captions: Sequence[str],
         if sum(c) + 2 > context:
             raise ValueError(f"caption {t!r} has {sum(c)} tokens, more than context {context} - 2")
     words_src = [official_words(t) for t in texts]
-    rows: dict[str, list[np.ndarray]] = {name: [] for name in cfgs}
+    rows: dict[K, list[np.ndarray]] = {name: [] for name in cfgs}
     cos_all = []
     for k in range(0, len(texts), batch_size):
         rel, cos = _relevance_batch(clip, img[k:k + batch_size], texts[k:k + batch_size],
@@ -257,15 +278,16 @@ def clip4dm_variants(clip: Clip, images: torch.Tensor, captions: Sequence[str],
     out = {}
     for name in cfgs:
         rel = [r for batch in rows[name] for r in batch]  # (T_batch,) each; column 0 is [SOT]
-        ws = [bpe.average_spans(r, bpe.spans_from_counts(c, start=1))[kp]  # w_j: mean over word j's tokens
-              for r, c, kp in zip(rel, counts, keep)]
+        ws = [word_attributions(r, c, kp) for r, c, kp in zip(rel, counts, keep)]
         out[name] = Attributions(words, ws, cos, source)
     return out
 
 
 def _relevance_batch(clip: Clip, img: torch.Tensor, texts: Sequence[str],
-                     cfgs: dict[str, AttributionConfig], device: str,
-                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+                     cfgs: Mapping[K, AttributionConfig], device: str,
+                     ) -> tuple[dict[K, np.ndarray], np.ndarray]:
+    """One batch: the captured maps and gradients of s (B,), reduced by each config
+    through :func:`token_relevance`; ({key: (B, L) [EOS] rows}, s)."""
     tokens = tokenize_words(clip, [[w for w, _ in official_words(t)] for t in texts]).to(device)  # (B, L)
     n_layers = len(clip.model.transformer.resblocks)
     needed = sorted({i for cfg in cfgs.values() for i in cfg.resolve(n_layers)})  # only these are captured
@@ -293,28 +315,37 @@ def clip4dm(clip: Clip, images: torch.Tensor, captions: Sequence[str],
 
 
 def most_negative_word(w: np.ndarray) -> int:
-    """The index of the caption's smallest w_j (the paper's rule for FOIL)."""
+    """Eq. (eq-clip4dm-rules): hat j = argmin_j w_j, the paper's rule for FOIL (first index on ties;
+    the chapter breaks ties at random with :func:`fgclip.metrics.misalignment.most_negative`)."""
     if len(w) == 0:
         raise ValueError("most_negative_word: empty caption")
     return int(np.argmin(w))
 
 
 def threshold_words(w: np.ndarray, eps: float) -> np.ndarray:
-    """mis(w_j) = [w_j < ε] as a bool mask (Eq. 10)."""
+    """Eq. (eq-clip4dm-rules) of chapter 2 (the paper's Eq. 10): mis(w_j) = [w_j < ε], (n_words,) bool."""
     return np.asarray(w) < eps
 
 
+def misalignment_penalty(w: np.ndarray, eps: float) -> float:
+    """The penalty term of Eq. (eq-fclipscore): P_ε = Σ_j mis(w_j) w_j, the sum of the
+    flagged (most negative) word attributions; 0 when nothing lies below ε."""
+    w = np.asarray(w, dtype=np.float64)
+    return float(w[threshold_words(w, eps)].sum())
+
+
 def clip_score(cos: np.ndarray | float) -> np.ndarray:
-    """CLIPScore = 2.5 * max(cos, 0) (Hessel et al., w = 2.5)."""
+    """CLIPScore = 2.5 max(s, 0) (Hessel et al., w = 2.5), the global score in Eq. (eq-fclipscore)."""
     return 2.5 * np.maximum(np.asarray(cos, dtype=np.float64), 0.0)
 
 
 def f_clip_score(cos: float, w: np.ndarray, eps: float | None, form: str = "most negative") -> float:
-    """F-CLIPScore of one pair (higher = more aligned) in one of three forms:
+    """Eq. (eq-fclipscore) of chapter 2: F-CLIPScore of one pair (higher = more aligned),
+    with P_ε = Σ_j mis(w_j) w_j (:func:`misalignment_penalty`), in one of three forms:
 
-    threshold (official code, threshold mode):      F = (1 - max(s, 0)) sum_{j: w_j < ε} w_j
-    most negative (official code, FOIL mode):       F = (1 - max(s, 0)) min_j w_j   (no ε)
-    additive (our reading of Eq. 11):               F = 2.5 max(s, 0) + (1 - s) sum_{j: w_j < ε} w_j
+    threshold (official code, threshold mode):   F_ε   = (1 - max(s, 0)) P_ε
+    most negative (official code, FOIL mode):    F_min = (1 - max(s, 0)) min_j w_j   (no ε)
+    additive (our reading of the paper's Eq. 11): F_+  = 2.5 max(s, 0) + (1 - s) P_ε
     """
     w = np.asarray(w, dtype=np.float64)
     if form not in F_FORMS:
@@ -325,7 +356,7 @@ def f_clip_score(cos: float, w: np.ndarray, eps: float | None, form: str = "most
         return float((1.0 - max(cos, 0.0)) * w.min())
     if eps is None:
         raise ValueError(f"f_clip_score: form {form!r} needs eps")
-    penalty = w[threshold_words(w, eps)].sum()
+    penalty = misalignment_penalty(w, eps)
     if form == "threshold":
         return float((1.0 - max(cos, 0.0)) * penalty)
     return float(clip_score(cos) + (1.0 - cos) * penalty)

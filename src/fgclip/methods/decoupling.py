@@ -6,6 +6,10 @@ Semantic decoupling: for a feature map f (B, D, h, w) and word vectors x_c (C, d
     a_{c,wh}  = softmax_{wh}(w_a^T f~_{c,wh})                  (attention over positions)
     f^v_c     = Σ_{wh} a_{c,wh} f_wh                           (category-specific feature)
 
+Chapter 4 labels these Eq. (eq-decoupling-attention), (eq-decoupling-pooling); f^t_c, the
+text feature of category c's learned prompt (Eq. (eq-learned-prompt)), is computed by
+``fgclip.models.prompts.PromptLearner``.
+
 Scoring: s_c = cos(f^v_c, f^t_c) / τ with f^t_c the category's text feature, and
 p_c = exp(s_c) / Σ_{c'} exp(s_{c'}) (the paper's Eq. 9, softmax over categories) or
 p_c = σ(s_c) (per-category sigmoid, the falsification's replacement) or p_c = σ(s_c + β)
@@ -51,19 +55,37 @@ class SemanticDecoupling(nn.Module):
         if x.ndim != 2:
             raise ValueError(f"word vectors must be (C, d_x), got {tuple(x.shape)}")
         f_flat = f.flatten(2).transpose(1, 2)  # (B, hw, D)
-        joint = torch.tanh(self.U(f_flat)[:, None] * self.V(x)[None, :, None])  # (B, C, hw, r)
-        # w_a^T (P^T z + b) + b_a = (P w_a)^T z + (w_a^T b + b_a): the same number, computed
-        # without materialising f~ (B, C, hw, out_dim), which dominated the run time.
-        w_eff = self.w_a.weight @ self.P.weight  # (1, r)
-        b_eff = self.w_a(self.P.bias)  # (1,)
-        logits = (joint @ w_eff.T).squeeze(-1) + b_eff  # (B, C, hw)
-        a = logits.softmax(dim=-1)  # normalised over positions
-        f_v = a @ f_flat  # (B, C, D)
-        return f_v, a.view(b, -1, h, w)
+        a = decoupling_attention(f_flat, x, self.U, self.V, self.P, self.w_a)  # (B, C, hw)
+        return pool_categories(a, f_flat), a.view(b, -1, h, w)
+
+
+def decoupling_attention(f_flat: torch.Tensor, x: torch.Tensor, U: nn.Linear, V: nn.Linear,
+                         P: nn.Linear, w_a: nn.Linear) -> torch.Tensor:
+    """Eq. (eq-decoupling-attention) of chapter 4: attention of category c over positions,
+
+        f~_{c,wh} = P^T tanh((U^T f_wh) ⊙ (V^T x_c)) + b,   a_{c,wh} = softmax_{wh}(w_a^T f~_{c,wh}).
+
+    f_flat (B, hw, D) = f_wh, x (C, d_x) = x_c -> a (B, C, hw), summing to 1 over wh.
+    w_a^T (P^T z + b) + b_a = (P w_a)^T z + (w_a^T b + b_a): the same number, computed
+    without materialising f~ (B, C, hw, out_dim), which dominated the run time.
+    """
+    joint = torch.tanh(U(f_flat)[:, None] * V(x)[None, :, None])  # (B, C, hw, r)
+    w_eff = w_a.weight @ P.weight  # (1, r) = (P w_a)^T
+    b_eff = w_a(P.bias)  # (1,) = w_a^T b + b_a
+    logits = (joint @ w_eff.T).squeeze(-1) + b_eff  # (B, C, hw) = w_a^T f~_{c,wh}
+    return logits.softmax(dim=-1)  # normalised over positions
+
+
+def pool_categories(a: torch.Tensor, f_flat: torch.Tensor) -> torch.Tensor:
+    """Eq. (eq-decoupling-pooling) of chapter 4: f^v_c = Σ_{wh} a_{c,wh} f_wh.
+
+    a (B, C, hw) from :func:`decoupling_attention`, f_flat (B, hw, D) -> f^v (B, C, D).
+    """
+    return a @ f_flat  # (B, C, D)
 
 
 def category_scores(f_v: torch.Tensor, f_t: torch.Tensor, tau: float) -> torch.Tensor:
-    """s_c = cos(f^v_c, f^t_c) / τ, (B, C).
+    """Eq. (eq-category-score) of chapter 4: s_c = cos(f^v_c, f^t_c) / τ, (B, C).
 
     f_v is (B, C, D), or (B, D) when one global feature serves every c; f_t is (C, D).
     """
@@ -74,7 +96,9 @@ def category_scores(f_v: torch.Tensor, f_t: torch.Tensor, tau: float) -> torch.T
 
 
 def score_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
-    """p = softmax over categories of s (Eq. 9) or σ(s) per category, (B, C)."""
+    """Eq. (eq-softmax-over-categories) of chapter 4 (the paper's Eq. 9):
+    p_c = exp(s_c) / Σ_{c'} exp(s_{c'}) over the C categories of one image, or σ(s_c) per
+    category for the sigmoid scorings (their scale and offset are already in s). s (B, C)."""
     if scoring == "softmax":
         return s.softmax(dim=-1)
     if scoring in ("sigmoid", "sigmoid+bias", "sigmoid+affine"):  # scale, offset already in s
@@ -83,8 +107,9 @@ def score_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
 
 
 def score_log_probabilities(s: torch.Tensor, scoring: str) -> torch.Tensor:
-    """log p, (B, C): log_softmax_c(s) (Eq. 9) or log σ(s); the paper's prediction, ranked
-    in log space so that tiny softmax probabilities do not underflow into ties."""
+    """log p, (B, C): log_softmax_c(s) (Eq. (eq-softmax-over-categories)) or log σ(s); the
+    paper's prediction, ranked in log space so that tiny softmax probabilities do not
+    underflow into ties."""
     if scoring == "softmax":
         return F.log_softmax(s, dim=-1)
     if scoring in SCORINGS:

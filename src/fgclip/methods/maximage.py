@@ -26,10 +26,12 @@ PARSE_MODES = ("vector", "maps")
 
 
 def colocalization_volume(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """m[i, j, p, d] = <v_i[:, p], t_j[d]> for every image i and caption j of a batch.
+    """The co-localization volume, Eq. (eq-colocalization-volume) of chapter 1:
+    m_{r,c,d} = <v_{r,c}, t_d>, for every image i and caption j of a batch at once.
 
-    v: (Bi, E, h, w) image features; t: (Bt, L, E) word vectors -> m: (Bi, Bt, h*w, L),
-    one matmul of the (Bi*h*w, E) positions against the (Bt*L, E) words.
+    v: (Bi, E, h, w) image features; t: (Bt, L, E) word vectors -> m: (Bi, Bt, h*w, L), the
+    positions (r, c) flattened row by row; one matmul of the (Bi*h*w, E) positions against
+    the (Bt*L, E) words.
     """
     if v.ndim != 4 or t.ndim != 3 or v.shape[1] != t.shape[2]:
         raise ValueError(f"need v (Bi, E, h, w) and t (Bt, L, E) with the same E, got "
@@ -42,10 +44,13 @@ def colocalization_volume(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def aggregate(m: torch.Tensor, mask: torch.Tensor, aggregator: str = "maximage") -> torch.Tensor:
-    """Pair scores S (Bi, Bt) from the volume m (Bi, Bt, P, L) and the word mask (Bt, L).
+    """Pair scores S(I, T) (Bi, Bt) from the volume m (Bi, Bt, P, L) and the word mask (Bt, L).
 
-    Padded words (mask False) take no part in any mean or max (see the module docstring
-    for the three rules).
+    Eqs. of chapter 1, with the N_d words d of a caption and the P = R*C positions (r, c):
+    "maximage" (eq-maximage-score):       S = 1/N_d sum_d max_{r,c} m_{r,c,d};
+    "average" (eq-average-pooling-score): S = 1/N_d sum_d 1/(RC) sum_{r,c} m_{r,c,d};
+    "max-tokens" (eq-max-tokens-score):   S = 1/(RC) sum_{r,c} max_d m_{r,c,d}.
+    Padded words (mask False) take no part in any mean or max.
     """
     if aggregator not in AGGREGATORS:
         raise ValueError(f"aggregator must be one of {AGGREGATORS}, got {aggregator!r}")

@@ -13,11 +13,13 @@ O_i the distinct ground-truth boxes (objects) of image i; c(b) the centre of box
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .. import verdicts
 from ..metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point,
                                 pointing_hit)
 from .maximage import MaxImageHeads
@@ -230,3 +232,70 @@ def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[Max
                      "… non-centre": on_zero[j][znc].mean(),
                      "centre-cell share on bias-0 test": share[j].mean()})
     return rows, on_zero, share, zpts
+
+
+def choose_parse_mode(heads_per_seed: Sequence[MaxImageHeads], val, modes: Sequence[str],
+                      min_box_area: float, area_rule: str) -> tuple[str, dict[str, float]]:
+    """The parse mode with the highest mean pointing accuracy over the seeds' heads on the
+    validation split (ties: the first of ``modes``), and every mode's accuracy."""
+    if not modes:
+        raise ValueError("parse_modes must name at least one mode")
+    keep = evaluated(val, min_box_area, area_rule)
+    acc = {m: float(np.mean([hits(model_points(h, val, m), val, keep).mean() for h in heads_per_seed]))
+           for m in modes}
+    return max(acc, key=acc.get), acc
+
+
+def selectivity_scores(heads_per_seed: Sequence[MaxImageHeads], data,
+                       pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(n_seeds, n_pairs) token selectivity (:func:`selectivity_hits`) of each seed's heads,
+    each phrase read through its head noun's map."""
+    from ..train.maximage import head_word_points, project_images
+
+    ids = sorted({k for p in pairs for k in p})
+    return np.stack([selectivity_hits(head_word_points(h, project_images(h, data.img), data.words,
+                                                       data.corpus, ids), pairs, data.corpus)
+                     for h in heads_per_seed])
+
+
+def pair_images(data, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(n_pairs,) the image of each phrase pair: the bootstrap's clusters for selectivity."""
+    return np.array([data.corpus.phrases[a].image for a, _ in pairs])
+
+
+@dataclass(frozen=True)
+class ArmJudge:
+    """Verdicts between arms scored on the same kept phrases (:func:`fgclip.verdicts.compare`):
+    paired seed by seed and phrase by phrase, the phrases of one image resampled together."""
+    scores: Mapping[str, np.ndarray]  # arm -> (n_seeds, n_kept) per-phrase scores
+    strata: Mapping[str, np.ndarray]  # stratum -> (n_kept,) bool, "all" among them
+    images: np.ndarray  # (n_kept,) image of each kept phrase: the bootstrap's clusters
+    seed: int
+
+    def __call__(self, a: str, b: str, claim: str, on: str = "all") -> verdicts.Verdict:
+        """Arm a vs arm b on the phrases of stratum ``on`` (named in the claim unless "all")."""
+        m = self.strata[on]
+        return self.paired(a, b, claim + ("" if on == "all" else f" ({on} phrases)"),
+                           self.scores[a][:, m], self.scores[b][:, m], self.images[m])
+
+    def paired(self, a: str, b: str, claim: str, x: np.ndarray, y: np.ndarray, clusters: np.ndarray,
+               unit: str = "phrases") -> verdicts.Verdict:
+        """a vs b on given (n_seeds, n_units) scores x, y whose units sit in ``clusters`` (images)."""
+        return verdicts.compare(x, y, claim=claim, arms=(a, b), unit=unit, clusters=clusters,
+                                cluster_unit="images", seed=self.seed)
+
+
+def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
+               strata: Mapping[str, np.ndarray]) -> "pd.DataFrame":
+    """One row per (arm, seed): the arm's mean score on the phrases of each stratum."""
+    import pandas as pd
+
+    return pd.DataFrame([dict(arm=a, seed=s, **{k: x[j][m].mean() for k, m in strata.items()})
+                         for a, x in scores.items() for j, s in enumerate(seeds)])
+
+
+def planted_grounding_scores(data, keep: np.ndarray, seeds: Sequence[int], rate: float) -> np.ndarray:
+    """(n_seeds, n_kept) hits of the grounding test's positive control: the object pointer
+    (one draw per seed) with a share ``rate`` of its phrases sent to their own box's centre."""
+    return np.stack([hits(mix_points(object_pointer_points(data, s), own_box_points(data), rate, s), data, keep)
+                     for s in seeds])

@@ -176,7 +176,8 @@ def span_labels(source: np.ndarray, start: int | None, length: int = 1) -> np.nd
 
 
 def most_negative(w: np.ndarray, rng: np.random.Generator) -> tuple[int, bool]:
-    """hat j = argmin_j w_j, ties broken uniformly at random with ``rng``; (index, tied?)."""
+    """Eq. (eq-clip4dm-rules) of chapter 2: hat j = argmin_j w_j over one caption's words,
+    (n_words,) -> (index, tied?); ties are broken uniformly at random with ``rng``."""
     w = np.asarray(w, dtype=np.float64)
     if w.size == 0:
         raise ValueError("most_negative: caption without candidate words")

@@ -24,7 +24,8 @@ def _placeholder_words(n_ctx: int, init: str | None) -> list[str]:
 
 
 class PromptLearner(nn.Module):
-    """f^t_c = TextEncoder(t_c) for every category c; ``forward() -> (C, D)``.
+    """f^t_c = TextEncoder(t_c) for every category c; ``forward() -> (C, D)`` (Eq. (eq-learned-prompt),
+    chapter 4).
 
     ``specific=True``: context (C, M, width), one per category (the paper's choice);
     ``specific=False``: one shared context (M, width) as in CoOp.
@@ -37,7 +38,8 @@ class PromptLearner(nn.Module):
                  seed: int = 0) -> None:
         super().__init__()
         words = _placeholder_words(n_ctx, init)
-        ids = tokenizer([" ".join(words + [name]) + "." for name in class_names])  # (C, L)
+        device = clip_model.token_embedding.weight.device  # the tokenizer's ids come on the CPU
+        ids = tokenizer([" ".join(words + [name]) + "." for name in class_names]).to(device)  # (C, L)
         prefix = tokenizer([" ".join(words)])[0]
         if int((prefix > 0).sum()) != n_ctx + 2:  # SOT + M words + EOT
             raise ValueError(f"each context word must be one token; got {words}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -109,9 +110,17 @@ def fit_early_stopping(head: nn.Module, dense: torch.Tensor, pooled: torch.Tenso
     return FitResult(losses, maps, int(np.argmax(maps)) + 1)
 
 
+class Prediction(NamedTuple):
+    """What a head says about N images (:func:`predict`)."""
+
+    scores: np.ndarray  # (N, C) s_c
+    log_p: np.ndarray  # (N, C) log p_c, the paper's prediction
+    attention: np.ndarray | None  # (N, C, h, w) a_c for a decoupling head, else None
+
+
 @torch.no_grad()
 def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_size: int = 256,
-            device: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+            device: str = "cpu") -> Prediction:
     """Scores s (N, C), the paper's prediction log p (N, C) (log-softmax or log-sigmoid of s
     by the head's scoring) and, for a decoupling head, attention maps (N, C, h, w)."""
     from ..methods.decoupling import score_log_probabilities
@@ -126,7 +135,7 @@ def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_si
             maps.append(out.attention.float().cpu())
     s = torch.cat(scores)
     log_p = score_log_probabilities(s, getattr(head, "scoring", "sigmoid"))
-    return s.numpy(), log_p.numpy(), (torch.cat(maps).numpy() if maps else None)
+    return Prediction(s.numpy(), log_p.numpy(), torch.cat(maps).numpy() if maps else None)
 
 
 VARIANTS = ("zero-shot", "linear probe", "prompts only", "decoupling only", "full")
@@ -170,12 +179,11 @@ def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "
                        transform=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through
     ``transform`` (default: the model's own open_clip eval transform)."""
-    transform = transform or clip.preprocess
     from PIL import Image
 
-    from ..models.dense import encode_image_dense
+    from ..models.dense import collect_rows, encode_image_dense
 
-    from ..models.dense import collect_rows
+    transform = transform or clip.preprocess
 
     def batches():
         for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):

@@ -5,7 +5,9 @@ softmax-vs-sigmoid controls. The notebook calls these; the algebra lives elsewhe
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -14,9 +16,9 @@ from torch import nn
 
 from ..fileio import atomic_write_stream
 from ..losses.asymmetric import UNKNOWN
-from ..metrics.multilabel import per_class_ap
+from ..metrics.multilabel import known_map, per_class_ap
 from ..partial_labels import known_masks, partial_targets
-from .decoupling import FitConfig, fit_early_stopping, predict
+from .decoupling import FitConfig, FitResult, Prediction, encode_image_files, fit_early_stopping, predict
 
 
 def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -29,11 +31,13 @@ def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np
 
 
 def known_positive_table(labels: np.ndarray, masks: dict[int, dict[float, np.ndarray]],
-                         class_names: list[str]) -> pd.DataFrame:
+                         class_names: list[str], rows: np.ndarray | None = None) -> pd.DataFrame:
     """Known positives per category (rows) at each proportion (columns), min-max over seeds.
 
-    labels (N, C) 0/1; masks[seed][ρ] (N, C) boolean.
+    labels (N, C) 0/1; masks[seed][ρ] (N, C) boolean; ``rows``: count only these images.
     """
+    if rows is not None:
+        labels, masks = labels[rows], {sd: {r: m[rows] for r, m in ms.items()} for sd, ms in masks.items()}
     out = {}
     for rho in next(iter(masks.values())):
         counts = np.stack([((labels == 1) & m[rho]).sum(0) for m in masks.values()])  # (S, C)
@@ -171,38 +175,66 @@ def planted_control(kind: str, scorings: tuple[str, str], seeds: list[int], tau:
 
 # --- the chapter's seeded sweep over variants --------------------------------------------
 
-# display name -> (make_head variant, scoring rule)
-TRAINED = {"linear probe": ("linear probe", "sigmoid"),
-           "prompts only": ("prompts only", "softmax"),
-           "decoupling only": ("decoupling only", "softmax"),
-           "full (paper, softmax)": ("full", "softmax"),
-           "full, sigmoid+bias": ("full", "sigmoid+bias"),
-           "full, sigmoid+affine": ("full", "sigmoid+affine")}
+@dataclass(frozen=True)
+class Arm:
+    """One row of the chapter's tables: its display ``name`` (the results' "variant"), the
+    :func:`~fgclip.train.decoupling.make_head` ``variant`` it builds (untrained rows name
+    their own kind) and its scoring rule (``fgclip.methods.decoupling.SCORINGS``)."""
+
+    name: str
+    variant: str
+    scoring: str
+
+
+LINEAR_PROBE = Arm("linear probe", "linear probe", "sigmoid")
+PROMPTS_ONLY = Arm("prompts only", "prompts only", "softmax")
+DECOUPLING_ONLY = Arm("decoupling only", "decoupling only", "softmax")
+FULL = Arm("full (paper, softmax)", "full", "softmax")
+FULL_BIAS = Arm("full, sigmoid+bias", "full", "sigmoid+bias")
+FULL_AFFINE = Arm("full, sigmoid+affine", "full", "sigmoid+affine")
+TRAINED = (LINEAR_PROBE, PROMPTS_ONLY, DECOUPLING_ONLY, FULL, FULL_BIAS, FULL_AFFINE)
+ZERO_SHOT = Arm("zero-shot", "zero-shot", "softmax")
+UNTRAINED = Arm("untrained init", "full", "softmax")
+LOGISTIC = Arm("logistic regression", "logistic regression", "sigmoid")
+ROWS = (ZERO_SHOT, UNTRAINED, LOGISTIC, *TRAINED)  # the order of the chapter's tables
+
+
+class Features(NamedTuple):
+    """Frozen-CLIP features of N images."""
+
+    dense: torch.Tensor  # (N, D, h, w) the map f
+    pooled: torch.Tensor  # (N, D) the global feature
+
+    def subset(self, idx) -> "Features":
+        return Features(self.dense[idx], self.pooled[idx])
+
+
+class Trained(NamedTuple):
+    head: nn.Module
+    result: FitResult
 
 
 class Trainer:
-    """Trains one named variant (:data:`TRAINED`) on the fit split with early stopping on the
-    validation split; the frozen CLIP, its cached features and the base FitConfig are fixed.
+    """Trains one :class:`Arm` on the fit split with early stopping on the validation split;
+    the frozen CLIP, its cached features and the base FitConfig are fixed.
 
-    make: ``lambda variant, scoring, seed: nn.Module`` (a bound ``make_head``);
-    fit_feats / val_feats / test_feats: (dense (N, D, h, w), pooled (N, D)).
+    make: ``lambda variant, scoring, seed: nn.Module`` (a bound ``make_head``).
     """
 
-    def __init__(self, make: Callable, fit_feats, val_feats, test_feats, cfg: FitConfig) -> None:
+    def __init__(self, make: Callable, fit_feats: Features, val_feats: Features,
+                 test_feats: Features, cfg: FitConfig) -> None:
         self.make, self.fit_feats, self.val_feats, self.test_feats = make, fit_feats, val_feats, test_feats
         self.cfg = cfg
 
-    def train(self, name: str, fit_targets: np.ndarray, val_targets: np.ndarray, lr: float,
-              seed: int):
-        """(head, FitResult) for variant ``name`` at learning rate lr and training seed."""
-        variant, scoring = TRAINED[name]
-        head = self.make(variant, scoring, seed)
+    def train(self, arm: Arm, fit_targets: np.ndarray, val_targets: np.ndarray, lr: float,
+              seed: int) -> Trained:
+        """The head of ``arm`` trained at learning rate lr and training seed, and its FitResult."""
+        head = self.make(arm.variant, arm.scoring, seed)
         cfg = FitConfig(**{**self.cfg.__dict__, "lr": lr, "seed": seed})
-        result = fit_early_stopping(head, *self.fit_feats, fit_targets, cfg, *self.val_feats,
-                                    val_targets)
-        return head, result
+        return Trained(head, fit_early_stopping(head, *self.fit_feats, fit_targets, cfg,
+                                                *self.val_feats, val_targets))
 
-    def test(self, head: nn.Module):
+    def test(self, head: nn.Module) -> Prediction:
         """(scores s, log p, attention) of ``head`` on the test features."""
         return predict(head, *self.test_feats, device=self.cfg.device)
 
@@ -226,11 +258,10 @@ def square_transform(preprocess):
 
 
 def feature_cache_path(cache_dir, model: str, pretrained: str, data_root, data_format: str,
-                       split: str, transform) -> "Path":
+                       split: str, transform) -> Path:
     """A cache file named by everything the features depend on: model, weights, the data
     root (resolved), format, split and the image transform (hashed)."""
     import hashlib
-    from pathlib import Path
 
     key = repr((model, str(pretrained), str(Path(data_root).resolve()), data_format, split,
                 repr(transform)))
@@ -256,8 +287,6 @@ def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, 
     """(dense, pooled) from ``path`` when it holds features of exactly these image files as
     they are now (:func:`files_fingerprint`: names, sizes, mtimes), else ``encode(paths)``,
     saved to ``path``. The transform and model are in ``path`` (:func:`feature_cache_path`)."""
-    from pathlib import Path
-
     path, names = Path(path), [str(p) for p in paths]
     fingerprint = files_fingerprint(names)
     if path.is_file():
@@ -270,65 +299,137 @@ def cached_features(path, paths: list, encode: Callable) -> tuple[torch.Tensor, 
     return feats
 
 
+def frozen_features(clip, cache_dir, model: str, pretrained: str, root, data_format: str,
+                    paths: dict[str, list], device: str = "cpu") -> dict[str, Features]:
+    """:class:`Features` of each split's image files (``paths[split]``) through the frozen
+    CLIP and :func:`square_transform`, read from / written to a cache file per split
+    (:func:`feature_cache_path`, :func:`cached_features`)."""
+    transform = square_transform(clip.preprocess)
+    encode = lambda files: encode_image_files(clip, files, device=device, transform=transform)  # noqa: E731
+    return {s: Features(*cached_features(feature_cache_path(
+        cache_dir, model, pretrained, root, data_format, s, transform), files, encode))
+        for s, files in paths.items()}
+
+
+def zero_shot_diagnostic(text_features: torch.Tensor, test: Features, labels: np.ndarray,
+                         tau: float) -> dict[str, float]:
+    """Test mAP of s = cos/τ against the hand-prompt text features (C, D), for the global
+    feature and for the mean of the dense features (roughly where f^v_c starts)."""
+    from ..methods.decoupling import category_scores
+    from ..metrics.multilabel import mean_average_precision
+
+    feats = {"global feature": test.pooled, "mean of dense features": test.dense.mean((2, 3))}
+    return {k: mean_average_precision(category_scores(v, text_features, tau).numpy(), labels)
+            for k, v in feats.items()}
+
+
+@dataclass
+class Sweep:
+    """What :func:`run_sweep` trained and measured."""
+
+    runs: pd.DataFrame  # one row per (variant, known, seed): mAP on p and on s, best epoch
+    ap: dict  # (Arm, ρ, "p" | "s") -> (n_seeds, C) per-category test AP
+    lr: dict  # Arm -> (chosen lr, {lr: best validation mAP})
+    heads: dict  # Arm -> Trained at the middle ρ and the first seed
+    attention: list  # the kept arm's test attention maps (N, C, h, w) at the middle ρ, one per seed
+    selection: pd.DataFrame | None = None  # 'what was chosen on which split' (:func:`run_protocol`)
+
+
 def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
               proportions: list[float], seeds: list[int], lr_candidates: list[float],
-              y_test: np.ndarray, fixed: dict[str, Callable], keep: str = "full (paper, softmax)"
-              ) -> dict:
-    """Every :data:`TRAINED` variant at every proportion and seed, plus the untrained rows.
+              y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL) -> Sweep:
+    """Every :data:`TRAINED` arm at every proportion and seed, plus the untrained rows.
 
-    The learning rate of each variant is chosen on validation at the middle proportion and
-    the first seed (that run is kept); every run stops at its best validation epoch.
-    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}; fixed[name](ρ, seed) -> (s, log p) on
-    the test images for rows that do not train. Returns runs (one row per run: mAP on p and
-    on s, best epoch), ap[(name, ρ, "p" | "s")] (n_seeds, C) per-category test AP, the
-    chosen lr and its validation mAPs per variant, the kept heads (middle ρ, first seed)
-    and the attention maps of ``keep`` at the middle ρ, one per seed.
+    The learning rate of each arm is chosen on validation at the middle proportion and the
+    first seed (that run is kept); every run stops at its best validation epoch.
+    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}; fixed[arm](ρ, seed) -> (s, log p) on the
+    test images for rows that do not train.
     """
     rho_mid, runs, ap, lr, heads, attention = proportions[len(proportions) // 2], [], {}, {}, {}, []
 
-    def record(name, rho, sd, s, log_p, epoch=np.nan):
+    def record(arm, rho, sd, s, log_p, epoch=np.nan):
         for kind, x in (("p", log_p), ("s", s)):
-            ap.setdefault((name, rho, kind), []).append(per_class_ap(x, y_test))
-        runs.append({"variant": name, "known": rho, "seed": sd, "epochs": epoch,
-                     "mAP on p": ap[name, rho, "p"][-1].mean(), "mAP on s": ap[name, rho, "s"][-1].mean()})
+            ap.setdefault((arm, rho, kind), []).append(per_class_ap(x, y_test))
+        runs.append({"variant": arm.name, "known": rho, "seed": sd, "epochs": epoch,
+                     "mAP on p": ap[arm, rho, "p"][-1].mean(), "mAP on s": ap[arm, rho, "s"][-1].mean()})
 
     split = lambda sd, rho: (targets[sd, rho][fit_idx], targets[sd, rho][val_idx])  # noqa: E731
-    for name in TRAINED:
-        trained = {c: trainer.train(name, *split(seeds[0], rho_mid), c, seeds[0]) for c in lr_candidates}
-        lr[name] = choose(lr_candidates, lambda c: max(trained[c][1].val_map))
-        heads[name] = trained[lr[name][0]]
+    for arm in TRAINED:
+        trained = {c: trainer.train(arm, *split(seeds[0], rho_mid), c, seeds[0]) for c in lr_candidates}
+        lr[arm] = choose(lr_candidates, lambda c: max(trained[c].result.val_map))
+        heads[arm] = trained[lr[arm][0]]
     for rho in proportions:
         for sd in seeds:
-            for name, rows in fixed.items():
-                record(name, rho, sd, *rows(rho, sd))
-            for name in TRAINED:
-                head, res = heads[name] if (rho, sd) == (rho_mid, seeds[0]) else \
-                    trainer.train(name, *split(sd, rho), lr[name][0], sd)
+            for arm, rows in fixed.items():
+                record(arm, rho, sd, *rows(rho, sd))
+            for arm in TRAINED:
+                head, res = heads[arm] if (rho, sd) == (rho_mid, seeds[0]) else \
+                    trainer.train(arm, *split(sd, rho), lr[arm][0], sd)
                 s, log_p, att = trainer.test(head)
-                record(name, rho, sd, s, log_p, res.best_epoch)
-                if name == keep and rho == rho_mid:
+                record(arm, rho, sd, s, log_p, res.best_epoch)
+                if arm == keep and rho == rho_mid:
                     attention.append(att)
     ap = {k: np.stack(v) for k, v in ap.items()}
-    return {"runs": pd.DataFrame(runs), "ap": ap, "lr": lr, "heads": heads, "attention": attention}
+    return Sweep(pd.DataFrame(runs), ap, lr, heads, attention)
 
 
-def selection_table(sweep: dict, lr_candidates: list, max_epochs: int, rho_mid: float,
+def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
+                 proportions: list[float], seeds: list[int], lr_candidates: list[float],
+                 y_test: np.ndarray, zero_shot: nn.Module, seed: int,
+                 c_candidates: tuple[float, ...] = (0.1, 1.0, 10.0)) -> Sweep:
+    """The chapter's whole comparison: :func:`run_sweep` over the trained arms plus three
+    untrained rows (``zero_shot``'s head, the full model at its initialisation, and a
+    logistic regression per category whose C is chosen on validation at the middle ρ and
+    seed ``seed``), with the 'what was chosen on which split' table in ``selection``."""
+    rho_mid = proportions[len(proportions) // 2]
+    fit_x, val_x, test_x = trainer.fit_feats.pooled, trainer.val_feats.pooled, trainer.test_feats.pooled
+    t_fit, t_val = targets[seed, rho_mid][fit_idx], targets[seed, rho_mid][val_idx]
+    c_reg, _ = choose(list(c_candidates), lambda c: known_map(logistic_scores(fit_x, t_fit, val_x, c), t_val))
+    zs = trainer.test(zero_shot)
+
+    def untrained(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:
+        pred = trainer.test(trainer.make(UNTRAINED.variant, UNTRAINED.scoring, sd))
+        return pred.scores, pred.log_p
+
+    def logistic(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:
+        s = logistic_scores(fit_x, targets[sd, rho][fit_idx], test_x, c_reg)
+        return s, s  # a decision value is its own log-odds ranking
+
+    fixed = {ZERO_SHOT: lambda rho, sd: (zs.scores, zs.log_p), UNTRAINED: untrained, LOGISTIC: logistic}
+    sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, fixed)
+    sweep.selection = selection_table(sweep, lr_candidates, trainer.cfg.epochs, rho_mid, seed, len(val_idx), [{
+        "hyperparameter": "C (logistic regression)", "candidates": f"[{', '.join(f'{c:g}' for c in c_candidates)}]", "chosen": c_reg,
+        "criterion": f"validation mAP, {rho_mid:.0%} known, seed {seed}",
+        "split": f"validation ({len(val_idx)} training images)"}])
+    return sweep
+
+
+def selection_table(sweep: Sweep, lr_candidates: list, max_epochs: int, rho_mid: float,
                     seed: int, n_val: int, extra: list[dict] = ()) -> pd.DataFrame:
-    """'What was chosen on which split': lr and epochs per variant (+ ``extra`` rows)."""
+    """'What was chosen on which split': lr and epochs per arm (+ ``extra`` rows)."""
     split = f"validation ({n_val} training images)"
-    rows = [{"hyperparameter": f"lr ({name})", "candidates": str(lr_candidates), "chosen": c,
+    rows = [{"hyperparameter": f"lr ({arm.name})", "candidates": str(lr_candidates), "chosen": c,
              "criterion": f"best validation mAP on p, {rho_mid:.0%} known, seed {seed}", "split": split}
-            for name, (c, _) in sweep["lr"].items()]
-    runs = sweep["runs"]
-    for name in sweep["lr"]:
-        ep = runs.loc[runs.variant == name, "epochs"]
-        rows.append({"hyperparameter": f"epochs ({name})", "candidates": f"1..{max_epochs}",
+            for arm, (c, _) in sweep.lr.items()]
+    runs = sweep.runs
+    for arm in sweep.lr:
+        ep = runs.loc[runs.variant == arm.name, "epochs"]
+        rows.append({"hyperparameter": f"epochs ({arm.name})", "candidates": f"1..{max_epochs}",
                      "chosen": f"median {ep.median():.0f} (range {ep.min():.0f}-{ep.max():.0f})",
                      "criterion": "early stopping on validation mAP on p, every run", "split": split})
     return pd.DataFrame([*rows, *extra])
 
 
-def pointing_hits(attention: list[np.ndarray], objects: list, hws: list, class_names: list[str]):
+class PointingTrials(NamedTuple):
+    """Per-class pointing trials, one per (image, category present)."""
+
+    attention_hits: np.ndarray  # (n_maps, T) 0/1: the argmax of a_c falls in a box of c
+    centre_hits: np.ndarray  # (T,) 0/1: the image centre does
+    images: np.ndarray  # (T,) the trial's image index (the bootstrap's cluster)
+
+
+def pointing_hits(attention: list[np.ndarray], objects: list, hws: list,
+                  class_names: list[str]) -> PointingTrials:
     """Per-class pointing trials (one per image and category present): 0/1 hits of each
     attention map's argmax (n_maps, T), of the image centre (T,), and the trials' image ids."""
     from ..metrics.pointing import argmax_point, center_point, class_pointing
@@ -339,12 +440,30 @@ def pointing_hits(attention: list[np.ndarray], objects: list, hws: list, class_n
     att_hits = [class_pointing([argmax_point(att[i, class_names.index(c)], hws[i]) for i, c in trials],
                                boxes, t_hws, classes, 0.0).hits for att in attention]
     centre = class_pointing([center_point(hw) for hw in t_hws], boxes, t_hws, classes, 0.0).hits
-    return np.array(att_hits, float), np.array(centre, float), np.array([i for i, _ in trials])
+    return PointingTrials(np.array(att_hits, float), np.array(centre, float),
+                          np.array([i for i, _ in trials]))
 
 
 # --- data: a real root read as it is, or the toy world exported into a keyed cache folder ----
 
 DIFFICULT = ("ignore", "positive")
+
+
+class SplitData(NamedTuple):
+    """One split as read: image files, their objects and sizes."""
+
+    paths: list  # image files
+    objects: list  # [(category, box (x0, y0, x1, y1))] per image
+    hws: list  # (h, w) per image
+
+
+class DetectionData(NamedTuple):
+    """What :func:`prepare_data` read."""
+
+    root: Path  # the folder actually read
+    splits: dict  # split -> SplitData
+    class_names: list  # sorted category names
+    labels: dict  # split -> (N, C) labels in {1, 0, -1} (:func:`label_matrix`)
 
 
 def label_matrix(objects: list, class_names: list[str], difficult: list | None = None,
@@ -370,8 +489,6 @@ def label_matrix(objects: list, class_names: list[str], difficult: list | None =
 def holds_detection_data(root, splits) -> bool:
     """True when ``root`` holds a COCO instances file or a VOC2007 ImageSets list of any of
     ``splits`` (a real dataset or an earlier export): then it is read as it is."""
-    from pathlib import Path
-
     root = Path(root)
     return any((root / "annotations" / f"instances_{s}.json").is_file()
                or (root / "VOC2007" / "ImageSets" / "Main" / f"{s}.txt").is_file() for s in splits)
@@ -395,7 +512,8 @@ def subsample(n_have: int, n_want: int, seed: int, split: str, param: str) -> np
 
 
 def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
-                 difficult: str = "ignore", size_names: dict[str, str] | None = None):
+                 difficult: str = "ignore", size_names: dict[str, str] | None = None
+                 ) -> DetectionData:
     """Read every split of ``sizes`` with the reader of ``data_format``.
 
     ``root`` holding a dataset (:func:`holds_detection_data`) is read as it is and never
@@ -405,11 +523,9 @@ def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
     subsampled (:func:`subsample`, seeded by ``seed``); fewer raises, naming the parameter
     (``size_names[split]``, e.g. "n_train"). On a toy export both readers must agree.
 
-    Returns the folder read, data[split] = (image paths, [(category, box)] per image,
-    (h, w) per image), the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
+    Returns a :class:`DetectionData`: the folder read, splits[split] (:class:`SplitData`),
+    the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
     """
-    from pathlib import Path
-
     from ..datasets import read_detection_split
     from ..datasets.voc import read_voc
     from ..toyworld import ToyWorldConfig, generate
@@ -432,20 +548,20 @@ def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
                         world=world, seed=seed, sizes=sizes)
     data = {s: read_detection_split(folder, s, data_format) for s in sizes}
     keep = {s: subsample(len(data[s][0]), n, seed, s, size_names[s]) for s, n in sizes.items()}
-    data = {s: tuple([part[i] for i in keep[s]] for part in d) for s, d in data.items()}
+    data = {s: SplitData(*([part[i] for i in keep[s]] for part in d)) for s, d in data.items()}
     if (folder / "toyworld.json").is_file():  # the toy export has both formats: they must agree
         other = "voc" if data_format == "coco" else "coco"
         for s in sizes:
             b = read_detection_split(folder, s, other)[1]
-            same = [sorted({c for c, _ in o}) for o in data[s][1]] == \
+            same = [sorted({c for c, _ in o}) for o in data[s].objects] == \
                 [sorted({c for c, _ in b[i]}) for i in keep[s]]
             if not same:
                 raise AssertionError(f"COCO and VOC readers disagree on the labels of split {s}")
-    names = sorted({c for d in data.values() for objs in d[1] for c, _ in objs})
+    names = sorted({c for d in data.values() for objs in d.objects for c, _ in objs})
     voc = {s: read_voc(folder, s) for s in sizes} if data_format == "voc" else {}
     hard = {s: [[o.difficult for o in voc[s][i].objects] for i in keep[s]] if voc else None for s in sizes}
-    labels = {s: label_matrix(d[1], names, hard[s], difficult) for s, d in data.items()}
-    return folder, data, names, labels
+    labels = {s: label_matrix(d.objects, names, hard[s], difficult) for s, d in data.items()}
+    return DetectionData(folder, data, names, labels)
 
 
 def planted_verdicts(kinds: tuple[str, ...], seeds: list[int], tau: float, cfg: FitConfig,
@@ -487,3 +603,45 @@ def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tenso
         rows[scoring] = score_gradients(s, targets[:n], scoring, cfg.gamma_pos, cfg.gamma_neg,
                                         cfg.clip)
     return pd.DataFrame(rows).T.rename_axis("mean |dL/ds| per entry")
+
+
+def partial_label_draws(labels: np.ndarray, proportions: list[float], seeds: list[int],
+                        out_dir) -> tuple[dict, dict]:
+    """Each training seed's nested known-label masks (``fgclip.partial_labels.known_masks``),
+    saved as ``out_dir/known_masks_seed<seed>.npz``, and the targets in {1, 0, -1} they make:
+    masks[seed][ρ] (N, C) boolean, targets[(seed, ρ)] (N, C)."""
+    from ..partial_labels import save_masks
+
+    masks = {sd: known_masks(labels.shape, proportions, sd) for sd in seeds}
+    for sd in seeds:
+        save_masks(Path(out_dir) / f"known_masks_seed{sd}.npz", masks[sd], sd)
+    targets = {(sd, r): partial_targets(labels, m) for sd in seeds for r, m in masks[sd].items()}
+    return masks, targets
+
+
+def scoring_verdicts(ap: dict, proportions: list[float], seed: int,
+                     controls: tuple[Arm, ...] = (FULL_BIAS, FULL_AFFINE)) -> dict:
+    """The falsification's test: at each proportion, the paper's softmax (:data:`FULL`)
+    against each calibrated sigmoid, judged on per-category test AP of log p over seeds x
+    categories (``fgclip.verdicts.compare``); keyed by (control Arm, ρ)."""
+    from .. import verdicts
+
+    return {(ctrl, rho): verdicts.compare(
+        ap[FULL, rho, "p"], ap[ctrl, rho, "p"],
+        claim=f"scoring rule of the full model, {rho:.0%} known (mAP on p)",
+        arms=("softmax (paper)", ctrl.scoring), unit="categories", seed=seed)
+        for rho in proportions for ctrl in controls}
+
+
+def summary_verdicts(ap: dict, proportions: list[float], seed: int) -> list:
+    """The full model (:data:`FULL`) against each baseline and ablation on per-category AP of
+    log p averaged over the proportions, and the full model ranked by p against by s."""
+    from .. import verdicts
+
+    avg = lambda arm, kind="p": np.mean([ap[arm, r, kind] for r in proportions], axis=0)  # noqa: E731
+    out = [verdicts.compare(avg(FULL), avg(b), claim=f"average over {len(proportions)} proportions, mAP on p",
+                            arms=("full (paper)", b.name), unit="categories", seed=seed)
+           for b in (ZERO_SHOT, UNTRAINED, LOGISTIC, DECOUPLING_ONLY, PROMPTS_ONLY)]
+    out.append(verdicts.compare(avg(FULL, "p"), avg(FULL, "s"), claim="full model, ranked by p or by s",
+                                arms=("p (Eq. 9)", "s"), unit="categories", seed=seed))
+    return out

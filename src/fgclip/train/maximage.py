@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
 from ..datasets import FlickrRecord, read_flickr30k_entities_image
 from ..datasets.boxes import scale_boxes
@@ -23,6 +22,7 @@ from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, cont
                                phrase_pointing, pointing_hit, random_points)
 from ..models import Clip, encode_image_dense, images_to_tensor
 from ..models import tokens as bpe
+from ..models.images import load_images  # stretched, not cropped: a map cell covers the same content
 from ..models.dense import collect_rows
 from ..precision import autocast_context, check_precision
 from ..progress import progress
@@ -75,18 +75,6 @@ def build_corpus(records: list[FlickrRecord]) -> Corpus:
                     c, i, (ph.first_word, ph.last_word + 1), ph.text, list(ph.boxes),
                     contains_center(ph.boxes, (rec.height, rec.width))))
     return corpus
-
-
-def load_images(paths: list[Path], size: int) -> np.ndarray:
-    """uint8 (N, size, size, 3): each image resized (not cropped) to the model's square input,
-    so a map cell stretched over the original image covers the same content."""
-    out = []
-    for p in paths:
-        im = Image.open(p).convert("RGB")
-        if im.size != (size, size):
-            im = im.resize((size, size), Image.BICUBIC)
-        out.append(np.asarray(im))
-    return np.stack(out)
 
 
 @torch.no_grad()
@@ -224,8 +212,9 @@ def word_features(clip: Clip, captions: list[list[str]], kind: str = "embedding"
     return bank if ragged else bank.padded(range(len(captions)))
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
+    """Settings of one head-training run (frozen: an arm is keyed by its config)."""
     loss: str = "npair"
     aggregator: str = "maximage"
     epochs: int = 8
@@ -485,7 +474,8 @@ def load_split(clip: Clip, root: str | Path, split: str, n_images: int,
 
     def batches():
         for s in range(0, len(corpus.image_paths), chunk):
-            batch = load_images(corpus.image_paths[s:s + chunk], clip.image_size)  # (b, S, S, 3)
+            paths = corpus.image_paths[s:s + chunk]
+            batch = load_images(paths, clip.image_size, geometry="resize").pixels  # (b, S, S, 3)
             yield {"img": image_features(clip, batch, device=device),
                    "pixels": torch.from_numpy(batch if keep_images else np.ascontiguousarray(batch[:, :0, :0]))}
 

@@ -56,3 +56,16 @@ def draw_prediction(image: np.ndarray, scores: np.ndarray, attention: np.ndarray
                             title=name, vmin=0.0, vmax=float(attention.max()))
     fig.tight_layout()
     return fig
+
+
+def draw_image_file_prediction(image_path, scores: np.ndarray, attention: np.ndarray | None,
+                               objects: Sequence[tuple[str, tuple]], class_names: Sequence[str],
+                               title: str = "") -> plt.Figure:
+    """:func:`draw_prediction` for one image file and its [(category, box)] objects: the
+    present categories and each one's boxes are read off ``objects``."""
+    from PIL import Image
+
+    present = sorted({c for c, _ in objects})
+    boxes = {c: [b for n, b in objects if n == c] for c in present}
+    image = np.asarray(Image.open(image_path).convert("RGB"))
+    return draw_prediction(image, scores, attention, class_names, present, boxes, title=title)

@@ -1,0 +1,144 @@
+"""Chapter 1's arms, verdict helper, parse-mode choice, centre-bias sweep and split figures:
+the library code the chapter calls instead of writing it inline."""
+from dataclasses import FrozenInstanceError, fields
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from fgclip import verdicts  # noqa: E402
+from fgclip.methods import maximage_eval as ev  # noqa: E402
+from fgclip.train import maximage_arms as ma, maximage_bias as mb  # noqa: E402
+from fgclip.train.maximage import (Corpus, PhraseItem, Split, TrainConfig, WordBank,  # noqa: E402
+                                   make_heads)
+
+
+def _split(n_images: int = 8, seed: int = 0) -> Split:
+    """n 40x40 images, each with two objects (top-left A, bottom-right B) and one caption of
+    5 words naming both ("a star and a moon"); random 8x4x4 features, 6-d word features."""
+    a, b = (0.0, 0.0, 10.0, 10.0), (20.0, 20.0, 40.0, 40.0)
+    phrases = [p for i in range(n_images) for p in (PhraseItem(i, i, (0, 2), "a star", [a], False),
+                                                     PhraseItem(i, i, (3, 5), "a moon", [b], True))]
+    corpus = Corpus([Path(f"{i}.jpg") for i in range(n_images)], [(40, 40)] * n_images,
+                    [["a", "star", "and", "a", "moon"]] * n_images, list(range(n_images)), phrases,
+                    [[a, b]] * n_images)
+    g = torch.Generator().manual_seed(seed)
+    words = torch.randn(n_images, 5, 6, generator=g)
+    return Split(corpus, np.zeros((n_images, 40, 40, 3), np.uint8), torch.randn(n_images, 8, 4, 4, generator=g),
+                 WordBank.from_dense(words, torch.ones(n_images, 5, dtype=torch.bool)), list(range(n_images)))
+
+
+def _params(heads) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in heads.parameters()])
+
+
+BASE = TrainConfig(epochs=2, batch_size=4, embed_dim=8, mask_same_text=True)
+
+
+def test_each_variant_changes_one_field_of_the_base_config():
+    arms = ma.chapter_arms(BASE)
+    assert [a.name for a in arms.all()] == [
+        "N-Pair MaxImage", "triplet (hardest)", "N-Pair average pooling", "N-Pair, same-text negatives kept",
+        "N-Pair, dot score", "N-Pair, shuffled captions", "untrained heads"]
+    for arm in arms.variants:
+        changed = [f.name for f in fields(TrainConfig) if getattr(arm.cfg, f.name) != getattr(BASE, f.name)]
+        assert len(changed) == 1, (arm.name, changed)
+    assert arms.main.cfg == arms.shuffled.cfg == arms.untrained.cfg == BASE
+    assert len({a: 0 for a in arms.all()}) == 7  # hashable: the chapter keys heads by arm
+    with pytest.raises(FrozenInstanceError):
+        BASE.seed = 3
+    assert ma.arm_table(arms.all())["captions"].tolist().count("shuffled") == 1
+
+
+def test_train_arm_is_seeded_and_its_controls_differ_from_the_main_arm():
+    data, arms = _split(), ma.chapter_arms(BASE)
+    main = ma.train_arm(arms.main, data, [0, 1])
+    again = ma.train_arm(arms.main, data, [0, 1])
+    assert len(main) == 2 and torch.equal(_params(main[0]), _params(again[0]))
+    assert not torch.equal(_params(main[0]), _params(main[1]))
+    untrained = ma.train_arm(arms.untrained, data, [1])[0]
+    assert torch.equal(_params(untrained), _params(make_heads(8, 6, 8, 1)))
+    shuffled = ma.train_arm(arms.shuffled, data, [0])[0]
+    assert not torch.equal(_params(shuffled), _params(main[0]))  # other caption -> image links
+
+
+def test_load_splits_holds_out_the_last_training_images(tmp_path):
+    from fgclip.models import create_clip
+    from fgclip.toyworld import ToyWorldConfig, generate
+    from fgclip.toyworld.export import export_flickr30k_entities
+
+    for split, n in (("train", 6), ("test", 3)):
+        export_flickr30k_entities(generate(ToyWorldConfig(), n, seed=0, split=split), tmp_path, split)
+    clip = create_clip("toy-vit", pretrained="toy")
+    data = ma.load_splits(clip, tmp_path, "train", "test", 6, 2, 3, "contextual")
+    assert data.sizes() == {"fit": 4, "val": 2, "test": 3}
+    assert data.val.corpus.image_paths == ma.load_splits(clip, tmp_path, "train", "test", 6, 2, 1,
+                                                         "contextual").val.corpus.image_paths
+    with pytest.raises(ValueError, match="n_val=5"):
+        ma.load_splits(clip, tmp_path, "train", "test", 6, 5, 3, "contextual")
+    # the figures on a split: one panel per word, and a widget that redraws
+    from fgclip.train.maximage import project_images
+    from fgclip.viz.localization import plot_caption_maps, split_caption_widget
+
+    heads = make_heads(data.test.img.shape[1], data.test.words.dim, 8, 0)
+    v = project_images(heads, data.test.img)
+    fig = plot_caption_maps(heads, v, data.test, 0)
+    assert len([ax for ax in fig.axes if ax.get_title()]) == len(data.test.corpus.captions[0])
+    w = split_caption_widget(clip, heads, v, data.test, [0, 1], "contextual")
+    w.redraw()
+    w.controls["typed"].value = "a red star"
+    assert w.n_draws == 2 and "a red star" in w.figure.texts[0].get_text()
+    plt.close("all")
+
+
+def test_arm_judge_is_verdicts_compare_on_a_stratum():
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 40)), rng.random((3, 40)) * 0.5
+    images, half = np.repeat(np.arange(20), 2), np.arange(40) < 20
+    judge = ev.ArmJudge({"A": a, "B": b}, {"all": np.ones(40, bool), "half": half}, images, seed=0)
+    v = judge("A", "B", "A vs B", "half")
+    ref = verdicts.compare(a[:, half], b[:, half], claim="A vs B (half phrases)", arms=("A", "B"),
+                           unit="phrases", clusters=images[half], cluster_unit="images", seed=0)
+    assert v == ref and judge("A", "B", "A vs B").claim == "A vs B"
+    assert judge.paired("A", "B", "c", a, b, images, unit="pairs").unit == "pairs"
+
+
+def test_parse_choice_selectivity_and_planted_grounding_on_a_hand_made_split():
+    data = _split(4)
+    keep = ev.evaluated(data, 0.05, "hull")
+    heads = [make_heads(8, 6, 8, s) for s in (0, 1)]
+    parse, acc = ev.choose_parse_mode(heads, data, ["vector", "maps"], 0.05, "hull")
+    assert parse == max(acc, key=acc.get) and set(acc) == {"vector", "maps"}
+    with pytest.raises(ValueError, match="parse_modes"):
+        ev.choose_parse_mode(heads, data, [], 0.05, "hull")
+    pairs = [(2 * i, 2 * i + 1) for i in range(4)]
+    assert ev.selectivity_scores(heads, data, pairs).shape == (2, 4)
+    assert ev.pair_images(data, pairs).tolist() == [0, 1, 2, 3]
+    # rate 1: every phrase sent to its own box's centre (always a hit); rate 0: the object pointer draw
+    assert (ev.planted_grounding_scores(data, keep, [0, 1], 1.0) == 1.0).all()
+    draw = ev.hits(ev.object_pointer_points(data, 1), data, keep)
+    assert ev.planted_grounding_scores(data, keep, [0, 1], 0.0)[1].tolist() == draw.tolist()
+    frame = ev.seed_frame({"x": np.array([[1.0, 0.0] * 4, [1.0] * 8])}, [0, 1],
+                          {"all": np.ones(8, bool), "odd": np.arange(8) % 2 == 1})
+    assert frame[["all", "odd"]].values.tolist() == [[0.5, 0.0], [1.0, 1.0]]
+
+
+def test_centre_bias_sweep_and_its_verdicts():
+    worlds = {0.0: _split(6, 0), 0.5: _split(6, 1)}
+    heads = {b: [make_heads(8, 6, 8, s) for s in (0, 1)] for b in worlds}
+    sweep = mb.centre_bias_sweep([0.5, 0.0], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")
+    assert sweep.table["train_bias"].tolist() == [0.0, 0.0, 0.5, 0.5]  # sorted: bias 0 first
+    assert sweep.zero is worlds[0.0] and sweep.on_zero[0.5].shape == sweep.share_zero[0.0].shape == (2, 12)
+    cross, test = mb.bias_verdicts(sweep, [0, 1], 0.25, seed=0)
+    assert [v.arms for v in cross] == [("trained at bias 0.5", "trained at bias 0.0")]
+    assert test.test.arms == ("trained at bias 0.5", "own-box oracle") and test.positive.claim == "planted centre prior"
+    with pytest.raises(ValueError, match="0.0"):
+        mb.centre_bias_sweep([0.5], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")
+    empty = mb.centre_bias_sweep([], None, [0, 1], 0.05, "hull", "vector")
+    with pytest.raises(ValueError, match="did not run"):
+        mb.bias_verdicts(empty, [0, 1], 0.25, seed=0)

@@ -79,7 +79,7 @@ n_layers: int = 1  # decoder layers [at least 1]
 d_model: int = 16  # decoder width [> 0]
 residual: bool = False  # m-residual (t_i is m plus U h_i); False is the paper's design, t_i is U h_i
 train_out: bool = True  # fine-tune the pooling's output projection W_c (the setting where forgetting can happen)
-epochs: int = 6  # 6 x 30 batches = 180 optimiser steps per head [at least 1]
+epochs: int = 6  # passes over the ~480 fit images in batches of 16: 180 optimiser steps per head [at least 1]
 batch_size: int = 16  # [> 0]
 lr: float = 3e-3  # [> 0]
 fixed_threshold: float = 5e-4  # the paper's pseudo-label threshold (set for 21,843 ImageNet-21K names) [0 to 1]

@@ -34,7 +34,8 @@ from fgclip.toyworld import SHAPES, ToyWorldConfig, generate
 
 def maximage_loop(images: np.ndarray, captions: list[list[str]], seed: int) -> tuple[Callable, int]:
     """Chapter 1: MaxImage heads, N-Pair loss, batch 64, one caption per image."""
-    from fgclip.train.maximage import TrainConfig, image_features, train_heads, word_features
+    from fgclip.train.maximage_data import image_features, word_features
+    from fgclip.train.maximage_heads import TrainConfig, train_heads
 
     clip = create_clip("toy-vit", pretrained=None)
     img = image_features(clip, images)  # (N, D, h, w)
@@ -43,14 +44,14 @@ def maximage_loop(images: np.ndarray, captions: list[list[str]], seed: int) -> t
 
     def run(precision: str, epochs: int) -> float:
         cfg = TrainConfig(epochs=epochs, batch_size=64, seed=seed, precision=precision)
-        return train_heads(img, words, mask, owner, cfg)[1][-1]
+        return train_heads(img, words, mask, owner, cfg)[1][-1]["loss"]
     return run, epochs_steps(len(images), 64)
 
 
 def sumclip_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tuple[Callable, int]:
     """Chapter 3: SUM-CLIP head (10 queries, 1 decoder layer), set losses, batch 128."""
     from fgclip.methods.sumclip import SumClipHead
-    from fgclip.train.sumclip import HeadTrainConfig, encode_frozen, train_head
+    from fgclip.train.sumclip_head import HeadTrainConfig, encode_frozen, train_head
 
     clip = create_clip("toy-rn", pretrained=None)
     memory = encode_frozen(clip, images).memory
@@ -70,7 +71,7 @@ def sumclip_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tupl
 def decoupling_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tuple[Callable, int]:
     """Chapter 4: semantic decoupling + CoOp prompts ("full"), P-ASL, batch 128."""
     from fgclip.models import encode_image_dense, images_to_tensor
-    from fgclip.train.decoupling import FitConfig, fit, make_head
+    from fgclip.train.decoupling_head import FitConfig, fit, make_head
 
     clip = create_clip("toy-rn", pretrained=None)
     with torch.no_grad():
@@ -85,7 +86,7 @@ def decoupling_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> t
     def run(precision: str, epochs: int) -> float:
         head = make_head("full", clip.model, clip.tokenizer, names, words, "a", 0.07, 32, seed=seed)
         cfg = FitConfig(epochs=epochs, batch_size=128, lr=0.01, seed=seed, precision=precision)
-        return fit(head, dense, pooled, targets, cfg)[-1]
+        return fit(head, dense, pooled, targets, cfg)[-1]["loss"]
     return run, epochs_steps(len(images), 128)
 
 

@@ -94,7 +94,7 @@ from fgclip.reporting import found_box, glue_findings, seed_table, show_source, 
 from fgclip.seeding import seed_everything
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
-from fgclip.train import maximage as tm, maximage_arms as ma, maximage_bias as mb
+from fgclip.train import maximage_data as mdata, maximage_heads as mh, maximage_arms as ma, maximage_bias as mb
 from fgclip.viz import localization as loc, set_style
 
 set_style()
@@ -218,7 +218,8 @@ assert abs(rk.triplet_loss(s3, 0.2, "hardest").item() - 0.5 * (0.7 + 0.6) / 3) <
 # **What is pretrained and what is learned here.** The paper trains a full two-branch
 # network. On a CPU in minutes we keep two frozen towers and learn only two small heads
 # by retrieval ({class}`fgclip.methods.maximage.MaxImageHeads`, trained by
-# {func}`fgclip.train.maximage.train_heads`):
+# {func}`fgclip.train.maximage_heads.train_heads` through the one head-training loop that
+# chapters 3 and 4 use too, {func}`fgclip.train.loop.train_loop`):
 #
 # - image branch: the frozen CLIP's grid of dense tokens (`encode_image_dense`: the toy
 #   ViT's 8×8 patch tokens after its final projection), then a per-cell two-layer MLP
@@ -264,7 +265,7 @@ def load(root_: Path, n_tr: int = n_train, n_te: int = n_test, clip_=None) -> ma
 
 world = ToyWorldConfig()
 clip = create_clip(model, pretrained=pretrained, device=device)
-root = tm.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test})  # or its toy export
+root = mdata.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test})  # or its toy export
 data = load(root)
 print(f"images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with boxes; captions cut to the "
       f"context: {data.test.n_truncated} (phrases dropped: {data.test.n_dropped})")
@@ -301,7 +302,7 @@ print(f"images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with
 # the training images at random.
 
 # %%
-base = tm.TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim, temperature=temperature,
+base = mh.TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, embed_dim=embed_dim, temperature=temperature,
                       margin=margin, score=score, mask_same_text=mask_same_text, device=device, precision=precision)
 arms = ma.chapter_arms(base)  # each arm: a name and its TrainConfig
 heads = {arm: ma.train_arm(arm, data.fit, seeds) for arm in arms.all()}  # arm -> one set of heads per seed
@@ -387,8 +388,8 @@ print(grounding.sentence())
 
 # %%
 main = heads[arms.main][0]
-v_test = tm.project_images(main, test.img)  # (N, D, h, w)
-pairs = tm.two_object_pairs(test.corpus)
+v_test = mh.project_images(main, test.img)  # (N, D, h, w)
+pairs = mh.two_object_pairs(test.corpus)
 examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
 for c in examples[:2]:
     fig = loc.plot_caption_maps(main, v_test, test, c)
@@ -436,10 +437,10 @@ print(sel_v.sentence())
 bias_cache = Path(data_root) if root != Path(data_root) else root / "bias-worlds"  # never beside real data
 
 
-def world_at(bias: float) -> tuple[tm.Split, list]:  # that world's test split, N-Pair MaxImage trained on it
+def world_at(bias: float) -> tuple[mdata.Split, list]:  # that world's test split, N-Pair MaxImage trained on it
     if bias == world.center_bias and (bias_n_train, bias_n_test) == (n_train, n_test):
         return test, heads[arms.main]
-    b = load(tm.flickr_data_root(bias_cache, replace(world, center_bias=bias), seed,
+    b = load(mdata.flickr_data_root(bias_cache, replace(world, center_bias=bias), seed,
                                  {train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test)
     return b.test, ma.train_arm(arms.main, b.fit, seeds)
 

@@ -95,7 +95,7 @@ from fgclip.models import create_clip
 from fgclip.models.prompts import PromptLearner
 from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
 from fgclip.seeding import seed_everything
-from fgclip.train import decoupling as dtrain, decoupling_study as study
+from fgclip.train import decoupling_head as dtrain, decoupling_study as study
 from fgclip.viz import InteractiveFigure, multilabel as mlviz, set_style
 
 set_style()
@@ -252,9 +252,9 @@ assert np.allclose(terms[0].tolist(), hand, rtol=1e-5)
 # stopping epoch chosen per variant on a validation split carved from the training
 # images (the paper does not say how it chose its schedule); images resized to a square
 # without cropping. The code: `fgclip.methods.decoupling`, `fgclip.models.prompts`,
-# `fgclip.losses.asymmetric`, `fgclip.train.decoupling` (head, training loop) and, for the
-# protocol of this chapter (data, splits, sweep, planted worlds),
-# `fgclip.train.decoupling_study`.
+# `fgclip.losses.asymmetric`, `fgclip.train.decoupling_head` (the head, and its P-ASL fit
+# through the loop every chapter shares, `fgclip.train.loop`) and, for the protocol of this
+# chapter (data, splits, sweep, planted worlds), `fgclip.train.decoupling_study`.
 #
 # **From equation to code.** Each equation above, the function that computes it, and the unit
 # test that checks that function:

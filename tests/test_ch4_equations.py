@@ -44,7 +44,7 @@ def test_softmax_over_categories_by_hand():
 
 
 def test_arms_are_keyed_by_their_config():
-    from fgclip.train.decoupling import VARIANTS
+    from fgclip.train.decoupling_head import VARIANTS
 
     names = [a.name for a in study.ROWS]
     assert len(set(names)) == len(names) == 9 and len(set(study.ROWS)) == 9

@@ -9,7 +9,7 @@ from fgclip.methods.decoupling import (MultiLabelCLIPHead, SemanticDecoupling, c
                                        load_glove, score_probabilities, trainable_parameters)
 from fgclip.models import create_clip
 from fgclip.models.prompts import PromptLearner
-from fgclip.train.decoupling import VARIANTS, make_head
+from fgclip.train.decoupling_head import VARIANTS, make_head
 
 NAMES = ["circle", "star", "heart"]
 
@@ -108,7 +108,7 @@ def test_glove_loader(tmp_path):
 def test_fit_learns_separable_labels_and_predict_shapes():
     from fgclip.methods.decoupling import LinearProbe
     from fgclip.metrics.multilabel import mean_average_precision
-    from fgclip.train.decoupling import FitConfig, fit, predict
+    from fgclip.train.decoupling_head import FitConfig, fit, predict
 
     g = torch.Generator().manual_seed(0)
     pooled = torch.randn(120, 6, generator=g)
@@ -118,7 +118,7 @@ def test_fit_learns_separable_labels_and_predict_shapes():
     head = LinearProbe(6, 3)
     history = fit(head, torch.zeros(120, 1, 1, 1), pooled, targets.numpy(),
                   FitConfig(epochs=30, batch_size=32, lr=0.05, seed=0))
-    assert history[-1] < history[0]
+    assert history[-1]["loss"] < history[0]["loss"]
     scores, log_p, att = predict(head, torch.zeros(120, 1, 1, 1), pooled)
     assert scores.shape == log_p.shape == (120, 3) and att is None
     np.testing.assert_allclose(log_p, torch.nn.functional.logsigmoid(torch.as_tensor(scores)).numpy())

@@ -7,26 +7,21 @@ import numpy as np
 import torch
 
 from .metrics import accuracy, recall_at_k
-from .models import Clip, images_to_tensor
+from .models import Clip, encode_image_rows
 from .toyworld import Scene, ToyWorldConfig, generate
 from .precision import autocast_context
 
 
-@torch.no_grad()
 def encode_images(clip: Clip, images: np.ndarray | torch.Tensor, batch_size: int = 256,
                   precision: str = "fp32") -> torch.Tensor:
     """-> L2-normalised (N, D) image embeddings, from uint8 (N, H, W, 3) square images or
     from model inputs (N, 3, S, S) already transformed (real photos, ``load_image_batch``)."""
     device = next(clip.model.parameters()).device
-    out = []
-    for i in range(0, len(images), batch_size):
-        if isinstance(images, torch.Tensor):
-            x = images[i:i + batch_size].to(device)  # (b, 3, S, S) model inputs
-        else:
-            x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
+
+    def pooled(x: torch.Tensor) -> dict[str, torch.Tensor]:
         with autocast_context(device, precision):
-            out.append(clip.model.encode_image(x, normalize=True).float())
-    return torch.cat(out)
+            return {"f": clip.model.encode_image(x, normalize=True).float()}
+    return encode_image_rows(clip, images, pooled, batch_size)["f"]
 
 
 @torch.no_grad()

@@ -32,6 +32,7 @@ import torch
 from ..models.attention import capture_attention
 from ..models import tokens as bpe  # BPE tokens -> words, shared with chapter 1
 from ..models.factory import Clip
+from ..models.images import encode_image_rows
 
 K = TypeVar("K", bound=Hashable)
 TEMPLATE = "A photo depicts "  # CLIPScore's prompt, prepended by the paper's code too
@@ -206,9 +207,8 @@ def encode_pair_images(clip: Clip, images: torch.Tensor, n_captions: int,
     if images.dim() == 2:  # already embedded
         feats = images.to(device)
     else:
-        with torch.no_grad():
-            feats = torch.cat([clip.model.encode_image(images[k:k + batch_size].to(device))
-                               for k in range(0, len(images), batch_size)])
+        feats = encode_image_rows(clip, images, lambda x: {"f": clip.model.encode_image(x)},
+                                  batch_size, device)["f"]
     return torch.nn.functional.normalize(feats, dim=-1)[index.to(feats.device)]  # (N, D)
 
 

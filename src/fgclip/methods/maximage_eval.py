@@ -152,7 +152,7 @@ def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]],
 @torch.no_grad()
 def model_points(heads: MaxImageHeads, data, mode: str = "vector") -> list[Point]:
     """The heads' argmax point for every phrase of a split (parse ``mode``)."""
-    from ..train.maximage import phrase_points, project_images
+    from ..train.maximage_heads import phrase_points, project_images
 
     return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode)
 
@@ -188,7 +188,7 @@ def floor_scores(data, keep: np.ndarray, seeds: Sequence[int],
     """Every caption-blind floor as (n_seeds, n_kept) scores on the kept phrases: centre
     point, object pointer and random point (exact expectations, repeated over seeds), one
     random draw per seed, and each seed's caption-blind saliency (:func:`saliency_points`)."""
-    from ..train.maximage import project_images
+    from ..train.maximage_heads import project_images
 
     rep = lambda x: np.tile(x, (len(seeds), 1))  # noqa: E731  (deterministic arm)
     return {"centre point": rep(hits(centre_points(data), data, keep)),
@@ -250,7 +250,7 @@ def selectivity_scores(heads_per_seed: Sequence[MaxImageHeads], data,
                        pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """(n_seeds, n_pairs) token selectivity (:func:`selectivity_hits`) of each seed's heads,
     each phrase read through its head noun's map."""
-    from ..train.maximage import head_word_points, project_images
+    from ..train.maximage_heads import head_word_points, project_images
 
     ids = sorted({k for p in pairs for k in p})
     return np.stack([selectivity_hits(head_word_points(h, project_images(h, data.img), data.words,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import open_clip
 import torch
 
@@ -166,47 +165,3 @@ def images_to_tensor(images: torch.Tensor, clip: Clip) -> torch.Tensor:
                                             align_corners=False).clamp_(0, 1)
     mean, std = clip.mean_std
     return (x - mean.to(x.device)) / std.to(x.device)
-
-
-def load_image_batch(paths: list[str], clip: Clip) -> tuple[list[np.ndarray], torch.Tensor, list[int]]:
-    """The distinct images of ``paths``: (uint8 arrays, model inputs (U, 3, S, S), and for
-    each path the index of its image).
-
-    Square images of one size (the toy world) are batched through :func:`images_to_tensor`;
-    any other set (real photos) goes through open_clip's own eval transform one by one.
-    """
-    from PIL import Image
-
-    if not paths:
-        raise ValueError("load_image_batch: no image paths")
-    unique = sorted(set(paths))
-    pil = []
-    for p in unique:
-        if not Path(p).is_file():
-            raise FileNotFoundError(f"image not found: {p}")
-        pil.append(Image.open(p).convert("RGB"))
-    raw = [np.asarray(im) for im in pil]  # (H, W, 3) uint8 each
-    if len({im.size for im in pil}) == 1 and pil[0].size[0] == pil[0].size[1]:
-        tensor = images_to_tensor(torch.from_numpy(np.stack(raw)), clip)
-    else:
-        tensor = torch.stack([clip.preprocess(im) for im in pil])
-    position = {p: i for i, p in enumerate(unique)}
-    return raw, tensor, [position[p] for p in paths]
-
-
-@torch.no_grad()
-def encode_image_paths(clip: Clip, paths: list[str], batch_size: int = 256,
-                       device: str = "cpu") -> tuple[torch.Tensor, list[int]]:
-    """Image embeddings (U, D), not normalised, of the distinct images of ``paths``, and for
-    each path the index of its image. Images are decoded, transformed (as
-    :func:`load_image_batch`) and encoded ``batch_size`` at a time, so memory holds one batch
-    of pixels, never the whole set (20,000 FOIL pairs would need about 9 GB of model inputs)."""
-    unique = sorted(set(paths))
-    if not unique:
-        raise ValueError("encode_image_paths: no image paths")
-    feats = []
-    for s in range(0, len(unique), batch_size):
-        _, x, _ = load_image_batch(unique[s:s + batch_size], clip)  # (b, 3, S, S)
-        feats.append(clip.model.encode_image(x.to(device)))
-    position = {p: i for i, p in enumerate(unique)}
-    return torch.cat(feats), [position[p] for p in paths]

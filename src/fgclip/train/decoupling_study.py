@@ -18,7 +18,7 @@ from ..fileio import atomic_write_stream
 from ..losses.asymmetric import UNKNOWN
 from ..metrics.multilabel import known_map, per_class_ap
 from ..partial_labels import known_masks, partial_targets
-from .decoupling import FitConfig, FitResult, Prediction, encode_image_files, fit_early_stopping, predict
+from .decoupling_head import FitConfig, FitResult, Prediction, encode_image_files, fit_early_stopping, predict
 
 
 def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -178,7 +178,7 @@ def planted_control(kind: str, scorings: tuple[str, str], seeds: list[int], tau:
 @dataclass(frozen=True)
 class Arm:
     """One row of the chapter's tables: its display ``name`` (the results' "variant"), the
-    :func:`~fgclip.train.decoupling.make_head` ``variant`` it builds (untrained rows name
+    :func:`~fgclip.train.decoupling_head.make_head` ``variant`` it builds (untrained rows name
     their own kind) and its scoring rule (``fgclip.methods.decoupling.SCORINGS``)."""
 
     name: str

@@ -30,7 +30,7 @@ from ..metrics.object_retrieval import per_category_ap
 from ..toyworld import ToyWorldConfig, generate
 from ..toyworld.cache import toy_export
 from ..toyworld.export import export_coco
-from .sumclip import (FrozenFeatures, HeadTrainConfig, embed, encode_frozen, label_matrix, targets_from,
+from .sumclip_head import (FrozenFeatures, HeadTrainConfig, embed, encode_frozen, label_matrix, targets_from,
                       train_head)
 
 IMAGENET21K_NAMES = 21_843

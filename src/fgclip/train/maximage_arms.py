@@ -17,7 +17,8 @@ import pandas as pd
 from ..methods.maximage import MaxImageHeads
 from ..methods.maximage_eval import shuffled_caption_image
 from ..models import Clip
-from .maximage import Split, TrainConfig, load_split, make_heads, subset_split, train_heads
+from .maximage_data import Split, load_split, subset_split
+from .maximage_heads import TrainConfig, make_heads, train_heads
 
 
 class Splits(NamedTuple):

@@ -19,7 +19,7 @@ import pandas as pd
 from .. import verdicts
 from ..methods import maximage_eval as ev
 from ..methods.maximage import MaxImageHeads
-from .maximage import Split
+from .maximage_data import Split
 
 Point = tuple[float, float]
 

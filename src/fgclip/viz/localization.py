@@ -80,7 +80,7 @@ def caption_map_widget(images: np.ndarray, choices: Sequence[tuple[int, str]],
 def plot_caption_maps(heads, v: torch.Tensor, data, caption: int) -> plt.Figure:
     """Every word's map m_{:,:,d} of one caption of a split on its own image, with the boxes
     of the phrase each word belongs to. v: (N, E, h, w) the split's projected features."""
-    from ..train.maximage import caption_word_maps, word_boxes
+    from ..train.maximage_heads import caption_word_maps, word_boxes
 
     c = data.corpus
     i, words = c.caption_image[caption], c.captions[caption]
@@ -95,7 +95,8 @@ def split_caption_widget(clip, heads, v: torch.Tensor, data, captions: Sequence[
     the split's captions) on their images; a typed caption is encoded by the frozen text
     tower (cut to the text context) and read through the heads. Boxes are drawn when the
     words are those of one of the image's own captions (any case)."""
-    from ..train.maximage import word_boxes, word_features
+    from ..train.maximage_data import word_features
+    from ..train.maximage_heads import word_boxes
 
     c = data.corpus
     caption_of = {(i, " ".join(w).lower()): k for k, (i, w) in enumerate(zip(c.caption_image, c.captions))}

@@ -9,22 +9,17 @@ import torch
 from torch import nn
 
 from ..losses.asymmetric import partial_asymmetric_loss
-from ..precision import autocast_context, check_precision
-from ..progress import progress
+from ..models import encode_image_dense, encode_image_rows
+from .loop import HeadTraining, seeded_batches, train_loop
 
 
-@dataclass
-class FitConfig:
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
+@dataclass(frozen=True)
+class FitConfig(HeadTraining):
+    """One multi-label head-training run: the shared loop settings (``HeadTraining``), P-ASL's
+    focusing parameters and the calibration scalars' own optimiser settings."""
     gamma_pos: float = 1.0
     gamma_neg: float = 2.0
     clip: float = 0.05
-    seed: int = 0
-    device: str = "cpu"
-    precision: str = "fp32"  # "bf16": forward and loss under bf16 autocast (fgclip.precision)
     scalar_lr: float = 0.1  # own AdamW lr (no weight decay) of the calibration scalars β, log t
     calibrate: bool = True  # start β at -mean(s) on the training features (head.calibrate)
     patience: int = 0  # fit_early_stopping: stop after this many epochs without a new best (0: never)
@@ -32,16 +27,27 @@ class FitConfig:
 
 @dataclass
 class FitResult:
-    """What :func:`fit_early_stopping` did: losses and validation mAP per epoch, the best epoch."""
+    """What :func:`fit_early_stopping` did: its history (loss and validation mAP per epoch)
+    and the best epoch."""
 
-    loss: list[float]
-    val_map: list[float]
+    history: list[dict]
     best_epoch: int  # 1-based; the head holds the parameters of this epoch
 
+    @property
+    def val_map(self) -> list[float]:
+        return [row["val_map"] for row in self.history]
 
-def _epochs(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
-            cfg: FitConfig):
-    """Train with P-ASL; yield the mean loss after each epoch (see :func:`fit`)."""
+
+def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
+        cfg: FitConfig, after_epoch=None) -> list[dict]:
+    """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C)
+    through the one loop (:func:`fgclip.train.loop.train_loop`); returns its history.
+
+    AdamW on the head's trainable parameters (lr ``cfg.lr``; the calibration scalars of a
+    sigmoid control at ``cfg.scalar_lr``, started at -mean(s) when ``cfg.calibrate``);
+    batches drawn with a generator seeded by cfg.seed. ``after_epoch(row)`` may add to the
+    epoch's history row and return True to stop.
+    """
     if len(dense) != len(targets) or len(pooled) != len(targets):
         raise ValueError(f"dense ({len(dense)}), pooled ({len(pooled)}) and targets "
                          f"({len(targets)}) must have the same number of images")
@@ -49,7 +55,6 @@ def _epochs(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets:
     if not params:
         raise ValueError("the head has no trainable parameters")
     device = torch.device(cfg.device)
-    check_precision(cfg.precision)  # before any work
     scalars = list(head.scalar_parameters()) if hasattr(head, "scalar_parameters") else []
     if scalars and cfg.calibrate:
         head.calibrate(dense.to(device), pooled.to(device))
@@ -57,35 +62,16 @@ def _epochs(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets:
     groups = [{"params": [p for p in params if id(p) not in ids]}]
     if scalars:
         groups.append({"params": scalars, "lr": cfg.scalar_lr, "weight_decay": 0.0})
-    opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     y = torch.as_tensor(targets, dtype=torch.long)
-    g = torch.Generator().manual_seed(cfg.seed)
-    for _ in progress(range(cfg.epochs), desc="epochs", leave=False):
-        head.train()
-        order, total = torch.randperm(len(y), generator=g), torch.zeros((), device=device)
-        for start in range(0, len(y), cfg.batch_size):
-            idx = order[start:start + cfg.batch_size]
-            with autocast_context(device, cfg.precision):
-                out = head(dense[idx].to(device), pooled[idx].to(device))
-                loss = partial_asymmetric_loss(out.probs.float(), y[idx].to(device), cfg.gamma_pos,
-                                               cfg.gamma_neg, cfg.clip)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total += loss.detach().float() * len(idx)
-        head.eval()
-        yield total.item() / len(y)  # one host sync per epoch
+    gen = torch.Generator().manual_seed(cfg.seed)
 
+    def batch_loss(idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = head(dense[idx].to(device), pooled[idx].to(device))
+        return {"loss": partial_asymmetric_loss(out.probs.float(), y[idx].to(device), cfg.gamma_pos,
+                                                cfg.gamma_neg, cfg.clip)}
 
-def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
-        cfg: FitConfig) -> list[float]:
-    """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C).
-
-    AdamW on the head's trainable parameters (lr ``cfg.lr``; the calibration scalars of a
-    sigmoid control at ``cfg.scalar_lr``, started at -mean(s) when ``cfg.calibrate``);
-    batches drawn with a generator seeded by cfg.seed. Returns the mean loss of each epoch.
-    """
-    return list(_epochs(head, dense, pooled, targets, cfg))
+    return train_loop(groups, lambda: seeded_batches(len(y), cfg.batch_size, gen), batch_loss, cfg,
+                      modules=(head,), desc="fit epoch", after_epoch=after_epoch)
 
 
 def fit_early_stopping(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor,
@@ -96,18 +82,21 @@ def fit_early_stopping(head: nn.Module, dense: torch.Tensor, pooled: torch.Tenso
     a new best (when > 0); the head ends with its best epoch's parameters."""
     from ..metrics.multilabel import known_map
 
-    losses, maps, best, best_state = [], [], -1.0, None
-    for loss in _epochs(head, dense, pooled, targets, cfg):
-        losses.append(loss)
+    maps, best_state = [], None
+
+    def score(row: dict) -> bool:
+        nonlocal best_state
         _, log_p, _ = predict(head, val_dense, val_pooled, device=cfg.device)
-        maps.append(known_map(log_p, val_targets))
-        if maps[-1] > best:
-            best = maps[-1]
+        row["val_map"] = known_map(log_p, val_targets)
+        maps.append(row["val_map"])
+        if maps[-1] > max(maps[:-1], default=-1.0):
             best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
-        elif cfg.patience and len(maps) - 1 - int(np.argmax(maps)) >= cfg.patience:
-            break
+            return False
+        return bool(cfg.patience) and len(maps) - 1 - int(np.argmax(maps)) >= cfg.patience
+
+    history = fit(head, dense, pooled, targets, cfg, after_epoch=score)
     head.load_state_dict(best_state)
-    return FitResult(losses, maps, int(np.argmax(maps)) + 1)
+    return FitResult(history, int(np.argmax(maps)) + 1)
 
 
 class Prediction(NamedTuple):
@@ -174,23 +163,14 @@ def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[
                               decoupling, tau, scoring).to(device)
 
 
-@torch.no_grad()
 def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "cpu",
                        transform=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through
-    ``transform`` (default: the model's own open_clip eval transform)."""
-    from PIL import Image
+    ``transform`` (default: the model's own open_clip eval transform), on the CPU."""
+    def dense_and_pooled(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = encode_image_dense(clip.model, x)
+        return {"dense": out.dense.float().cpu(), "pooled": out.pooled.float().cpu()}
 
-    from ..models.dense import collect_rows, encode_image_dense
-
-    transform = transform or clip.preprocess
-
-    def batches():
-        for start in progress(range(0, len(paths), batch_size), desc="encode images", leave=False):
-            batch = torch.stack([transform(Image.open(p).convert("RGB"))
-                                 for p in paths[start:start + batch_size]]).to(device)
-            out = encode_image_dense(clip.model, batch)
-            yield {"dense": out.dense.float().cpu(), "pooled": out.pooled.float().cpu()}
-
-    out = collect_rows(len(paths), batches())  # no second full copy, as torch.cat would make
+    out = encode_image_rows(clip, paths, dense_and_pooled, batch_size, device,
+                            transform=transform or clip.preprocess, desc="encode images")
     return out["dense"], out["pooled"]

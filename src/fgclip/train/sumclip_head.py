@@ -8,7 +8,6 @@ Training minimises L = w_sup L_sup + w_pl L_pl (:mod:`fgclip.losses.matching`) w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -16,10 +15,9 @@ import torch
 
 from ..losses.matching import set_loss
 from ..methods.sumclip import PoolMemory, SumClipHead, pool_memory
-from ..models import Clip, encode_image_dense, images_to_tensor
-from ..models.dense import collect_rows
-from ..precision import autocast_context, check_precision
-from ..progress import progress
+from ..models import Clip, encode_image_dense, encode_image_rows
+from ..precision import autocast_context
+from .loop import HeadTraining, seeded_batches, train_loop
 
 
 @dataclass
@@ -29,46 +27,38 @@ class FrozenFeatures:
     memory: PoolMemory  # what the SUM-CLIP head reads
 
 
-@torch.no_grad()
 def encode_frozen(clip: Clip, images: np.ndarray, batch_size: int = 128,
                   precision: str = "fp32") -> FrozenFeatures:
     """uint8 (I, H, W, 3) images -> the frozen backbone's outputs, on the model's device."""
-    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 (I, H, W, 3), got {images.dtype} {images.shape}")
     device = next(clip.model.parameters()).device
     pool = clip.model.visual.attnpool
 
-    def batches():
-        for i in range(0, len(images), batch_size):
-            x = images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
-            with autocast_context(device, precision):
-                f = encode_image_dense(clip.model, x)
-            mem = pool_memory(pool, f.feature_map.float())
-            yield {"pooled": f.pooled.float(), "dense": f.dense.float(),
-                   **{k: getattr(mem, k) for k in PoolMemory.__dataclass_fields__}}
+    def frozen(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        with autocast_context(device, precision):
+            f = encode_image_dense(clip.model, x)
+        mem = pool_memory(pool, f.feature_map.float())
+        return {"pooled": f.pooled.float(), "dense": f.dense.float(),
+                **{k: getattr(mem, k) for k in PoolMemory.__dataclass_fields__}}
 
-    out = collect_rows(len(images), batches())  # no second full copy, as torch.cat would make
+    out = encode_image_rows(clip, images, frozen, batch_size)
     return FrozenFeatures(out["pooled"], out["dense"],
                           PoolMemory(*(out[k] for k in PoolMemory.__dataclass_fields__)))
 
 
-@dataclass
-class HeadTrainConfig:
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
+@dataclass(frozen=True)
+class HeadTrainConfig(HeadTraining):
+    """One SUM-CLIP head-training run: the shared loop settings (``HeadTraining``) and the
+    weights of the two set losses."""
     w_sup: float = 1.0  # weight of L_sup (0 = pseudo-label only)
     w_pl: float = 1.0  # weight of L_pl (0 = supervised only)
     null_weight: float = 0.1  # DETR's eos_coef for unmatched embeddings (0 = no "no object" class)
-    seed: int = 0
-    precision: str = "fp32"  # "bf16": forward and losses under bf16 autocast (fgclip.precision)
 
 
 def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torch.Tensor | None],
                pl_targets: Sequence[torch.Tensor | None], base_text: torch.Tensor,
                vocab_text: torch.Tensor, logit_scale: float, cfg: HeadTrainConfig) -> list[dict]:
-    """Train ``head`` in place; returns the per-epoch mean losses (the config is not touched).
+    """Train ``head`` in place through the one loop (:func:`fgclip.train.loop.train_loop`);
+    returns the history, per epoch the mean of L, L_sup and L_pl over its batches.
 
     sup_targets[i]: base-category indices of image i (None when i is unlabelled);
     pl_targets[i]: accepted open-vocabulary indices of image i. Each loss has its own
@@ -81,36 +71,24 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
     if cfg.w_sup <= 0 and cfg.w_pl <= 0:
         raise ValueError("at least one of w_sup and w_pl must be positive")
     device = memory.mean.device
-    check_precision(cfg.precision)  # before any work
     null = torch.zeros(2, device=device, requires_grad=True)  # "no object" logits: sup, pl
     nulls = (null[0], null[1]) if cfg.null_weight > 0 else (None, None)
-    params = [p for p in head.parameters() if p.requires_grad] + [null]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
     gen = torch.Generator().manual_seed(cfg.seed)
-    head.train()
-    history = []
-    for epoch in range(cfg.epochs):
-        sums = torch.zeros(3, device=device)  # loss, sup, pl: summed on device, read once per epoch
-        batches = torch.randperm(n, generator=gen).split(cfg.batch_size)
-        for idx in progress(batches, desc=f"epoch {epoch + 1}", leave=False):
-            with autocast_context(device, cfg.precision):
-                emb, _ = head(memory.select(idx))  # (b, N, D)
-                sup = pl = emb.sum() * 0.0
-                if cfg.w_sup > 0:
-                    sup, _ = set_loss(emb, base_text, [sup_targets[i] for i in idx], logit_scale,
-                                      nulls[0], cfg.null_weight)
-                if cfg.w_pl > 0:
-                    pl, _ = set_loss(emb, vocab_text, [pl_targets[i] for i in idx], logit_scale,
-                                     nulls[1], cfg.null_weight)
-                loss = cfg.w_sup * sup + cfg.w_pl * pl
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sums += torch.stack([loss, sup, pl]).detach().float()
-        means = (sums / len(batches)).tolist()
-        history.append({"epoch": epoch + 1, **dict(zip(("loss", "sup", "pl"), means))})
-    head.eval()
-    return history
+
+    def batch_loss(idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        emb, _ = head(memory.select(idx))  # (b, N, D)
+        sup = pl = emb.sum() * 0.0
+        if cfg.w_sup > 0:
+            sup, _ = set_loss(emb, base_text, [sup_targets[i] for i in idx], logit_scale,
+                              nulls[0], cfg.null_weight)
+        if cfg.w_pl > 0:
+            pl, _ = set_loss(emb, vocab_text, [pl_targets[i] for i in idx], logit_scale,
+                             nulls[1], cfg.null_weight)
+        return {"loss": cfg.w_sup * sup + cfg.w_pl * pl, "sup": sup, "pl": pl}
+
+    params = [p for p in head.parameters() if p.requires_grad] + [null]
+    return train_loop(params, lambda: seeded_batches(n, cfg.batch_size, gen), batch_loss,
+                      cfg, modules=(head,))
 
 
 @torch.no_grad()
@@ -150,23 +128,18 @@ def subsample_labels(targets: Sequence[torch.Tensor], fraction: float, seed: int
     return [t if i in keep else None for i, t in enumerate(targets)]
 
 
-def _batches(clip: Clip, images: np.ndarray, batch_size: int):
-    device = next(clip.model.parameters()).device
-    for i in range(0, len(images), batch_size):
-        yield images_to_tensor(torch.from_numpy(images[i:i + batch_size]).to(device), clip)
-
-
 @torch.no_grad()
 def encode_images_sumclip(clip: Clip, head: SumClipHead, images: np.ndarray,
                           batch_size: int = 128) -> torch.Tensor:
     """Visual inference with SUM-CLIP: images -> (I, N, D); backbone, pooling terms, head."""
-    visual, out = clip.model.visual, []
-    for x in _batches(clip, images, batch_size):
+    visual = clip.model.visual
+
+    def embeddings(x: torch.Tensor) -> dict[str, torch.Tensor]:
         x = visual.stem(x)
         for layer in (visual.layer1, visual.layer2, visual.layer3, visual.layer4):
             x = layer(x)  # (b, C, h, w)
-        out.append(head(pool_memory(visual.attnpool, x))[0])
-    return torch.cat(out)
+        return {"e": head(pool_memory(visual.attnpool, x))[0]}  # (b, N, D)
+    return encode_image_rows(clip, images, embeddings, batch_size)["e"]
 
 
 @torch.no_grad()
@@ -174,8 +147,8 @@ def encode_images_cluster(clip: Clip, images: np.ndarray, k: int, seed: int = 0,
                           batch_size: int = 128) -> torch.Tensor:
     """Visual inference with Cluster-CLIP: images -> (I, k + 1, D); backbone, dense, k-means."""
     from ..methods.cluster_clip import cluster_clip_embeddings
-    out = []
-    for x in _batches(clip, images, batch_size):
+
+    def clusters(x: torch.Tensor) -> dict[str, torch.Tensor]:
         f = encode_image_dense(clip.model, x)
-        out.append(cluster_clip_embeddings(f.dense, f.pooled, k, seed))
-    return torch.cat(out)
+        return {"e": cluster_clip_embeddings(f.dense, f.pooled, k, seed)}  # (b, k + 1, D)
+    return encode_image_rows(clip, images, clusters, batch_size)["e"]

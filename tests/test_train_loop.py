@@ -95,3 +95,20 @@ def test_every_chapter_config_is_the_shared_one_with_its_loss_settings():
         with pytest.raises(AttributeError):  # frozen: arms are keyed by their configs
             cfg.epochs = 3
     assert TrainConfig().weight_decay == 0.01 and FitConfig().weight_decay == 1e-4
+
+
+def test_precision_context_follows_the_parameters_not_cfg_device(monkeypatch):
+    """Chapter 3 builds its config without a device and puts the head where the features
+    are: the loop must open autocast on the parameters' device, whatever cfg.device says."""
+    import fgclip.train.loop as loop
+
+    seen, original = [], loop.autocast_context
+
+    def record(device, precision):
+        seen.append((torch.device(device).type, precision))
+        return original(device, precision)
+
+    monkeypatch.setattr(loop, "autocast_context", record)
+    w, loss = _quadratic()
+    train_loop([w], lambda: [[0]], loss, HeadTraining(epochs=1, device="meta", precision="fp32"))
+    assert seen == [("cpu", "fp32")]

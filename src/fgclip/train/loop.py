@@ -58,13 +58,13 @@ def train_loop(groups: Sequence[dict] | Iterable[nn.Parameter],
     call per epoch, for ``cfg.epochs`` epochs or until ``cfg.steps`` optimiser steps.
 
     ``groups``: AdamW parameters or parameter groups (lr and weight decay from ``cfg``
-    unless a group sets its own). ``modules`` go to train mode for an epoch and back to eval
+    unless a group sets its own); the precision context is opened on their device. ``modules`` go to train mode for an epoch and back to eval
     mode after it. ``after_epoch(row)`` may return True to stop early. Returns the history:
     per epoch {"epoch": e, "loss": ..., other terms of batch_loss: ...}, each the mean over
     that epoch's batches (summed on the device, read once per epoch).
     """
-    device = torch.device(cfg.device)
     opt = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    device = next(p.device for g in opt.param_groups for p in g["params"])  # where the head computes, not cfg.device
     history: list[dict[str, float]] = []
     budget = cfg.steps
     while (len(history) < cfg.epochs) if budget is None else budget > 0:

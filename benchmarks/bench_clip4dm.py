@@ -22,8 +22,8 @@ import torch
 
 from common import machine, peak_rss_mb, write_benchmark
 from fgclip.methods.clip4dm import AttributionConfig
-from fgclip.methods.clip4dm_protocol import pairs_per_second
 from fgclip.models import create_clip, images_to_tensor
+from fgclip.studies.clip4dm.speed import pairs_per_second
 from fgclip.toyworld import ToyWorldConfig, generate
 
 

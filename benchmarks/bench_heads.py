@@ -34,8 +34,8 @@ from fgclip.toyworld import SHAPES, ToyWorldConfig, generate
 
 def maximage_loop(images: np.ndarray, captions: list[list[str]], seed: int) -> tuple[Callable, int]:
     """Chapter 1: MaxImage heads, N-Pair loss, batch 64, one caption per image."""
-    from fgclip.train.maximage_data import image_features, word_features
-    from fgclip.train.maximage_heads import TrainConfig, train_heads
+    from fgclip.studies.maximage.data import image_features, word_features
+    from fgclip.studies.maximage.heads import TrainConfig, train_heads
 
     clip = create_clip("toy-vit", pretrained=None)
     img = image_features(clip, images)  # (N, D, h, w)
@@ -51,7 +51,7 @@ def maximage_loop(images: np.ndarray, captions: list[list[str]], seed: int) -> t
 def sumclip_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tuple[Callable, int]:
     """Chapter 3: SUM-CLIP head (10 queries, 1 decoder layer), set losses, batch 128."""
     from fgclip.methods.sumclip import SumClipHead
-    from fgclip.train.sumclip_head import HeadTrainConfig, encode_frozen, train_head
+    from fgclip.studies.for_retrieval.head import HeadTrainConfig, encode_frozen, train_head
 
     clip = create_clip("toy-rn", pretrained=None)
     memory = encode_frozen(clip, images).memory
@@ -71,7 +71,7 @@ def sumclip_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tupl
 def decoupling_loop(images: np.ndarray, labels: list[list[int]], seed: int) -> tuple[Callable, int]:
     """Chapter 4: semantic decoupling + CoOp prompts ("full"), P-ASL, batch 128."""
     from fgclip.models import encode_image_dense, images_to_tensor
-    from fgclip.train.decoupling_head import FitConfig, fit, make_head
+    from fgclip.studies.decoupling.heads import FitConfig, fit, make_head
 
     clip = create_clip("toy-rn", pretrained=None)
     with torch.no_grad():

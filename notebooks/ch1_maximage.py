@@ -88,14 +88,14 @@ from IPython.display import display
 
 from fgclip import verdicts
 from fgclip.losses import ranking as rk
-from fgclip.methods import maximage as mx, maximage_eval as ev
+from fgclip.methods import maximage as mx
 from fgclip.models import create_clip
 from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
 from fgclip.seeding import seed_everything
+from fgclip.studies.maximage import arms as ma, bias as mb, data as mdata, evaluation as ev, figures as mfig, heads as mh
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
-from fgclip.train import maximage_data as mdata, maximage_heads as mh, maximage_arms as ma, maximage_bias as mb
-from fgclip.viz import localization as loc, set_style
+from fgclip.viz import forest_plot, localization as loc, set_style
 
 set_style()
 seed_everything(seed)
@@ -218,7 +218,7 @@ assert abs(rk.triplet_loss(s3, 0.2, "hardest").item() - 0.5 * (0.7 + 0.6) / 3) <
 # **What is pretrained and what is learned here.** The paper trains a full two-branch
 # network. On a CPU in minutes we keep two frozen towers and learn only two small heads
 # by retrieval ({class}`fgclip.methods.maximage.MaxImageHeads`, trained by
-# {func}`fgclip.train.maximage_heads.train_heads` through the one head-training loop that
+# {func}`fgclip.studies.maximage.heads.train_heads` through the one head-training loop that
 # chapters 3 and 4 use too, {func}`fgclip.train.loop.train_loop`):
 #
 # - image branch: the frozen CLIP's grid of dense tokens (`encode_image_dense`: the toy
@@ -327,8 +327,7 @@ display(selection)
 # 49.20, random 27.24, no training 26.40. The table describes; the verdicts below compare.
 
 # %%
-test = data.test
-keep = ev.evaluated(test, min_box_area, area_rule)
+test, keep = data.test, ev.evaluated(data.test, min_box_area, area_rule)
 images = ev.kept_images(test, keep)  # clusters: phrases of one image move together
 strata = {"all": np.ones(len(images), bool), "non-centre": ev.non_centre(test, keep)}
 scores = {arm.name: ev.arm_scores(heads[arm], test, keep, parse) for arm in arms.all()}  # (n_seeds, n_kept)
@@ -391,8 +390,7 @@ main = heads[arms.main][0]
 v_test = mh.project_images(main, test.img)  # (N, D, h, w)
 pairs = mh.two_object_pairs(test.corpus)
 examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
-for c in examples[:2]:
-    fig = loc.plot_caption_maps(main, v_test, test, c)
+figs = [mfig.plot_caption_maps(main, v_test, test, c) for c in examples[:2]]
 
 # %% [markdown]
 # ## Try it
@@ -401,7 +399,7 @@ for c in examples[:2]:
 # caption longer than the text context is cut to it): each word's map and argmax.
 
 # %%
-loc.split_caption_widget(clip, main, v_test, test, examples, word_features, device).show()
+mfig.split_caption_widget(clip, main, v_test, test, examples, word_features, device).show()
 
 # %% [markdown]
 # ### Token selectivity
@@ -479,6 +477,18 @@ if len(bs_table):
     print(batch_v[0].sentence())
 
 # %% [markdown]
+# ## Every verdict at a glance
+#
+# Each row is one comparison this chapter states in words (the `verdicts` of its
+# `results.json`): the difference A − B and its interval, coloured by the outcome
+# ({func}`fgclip.viz.verdicts.forest_plot`); a row whose interval crosses zero is one
+# the chapter cannot tell at this size.
+
+# %%
+chapter_v = headline + variants + [sel_v] + cross + batch_v  # every verdict, as results.json lists them
+fig = forest_plot(chapter_v)
+
+# %% [markdown]
 # ## Critique
 #
 # *Written before the numbers below were known; the box at the end reports what this run
@@ -541,7 +551,7 @@ write_results(results_path, {
     "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions),
     "selection": selection.to_dict(orient="records"), "found": list(findings.values()),
     "pointing": {a: float(x.mean()) for a, x in scores.items()},
-    "verdicts": headline + variants + [sel_v] + cross + batch_v,
+    "verdicts": chapter_v,
     "controls": [grounding] + ([centre_test] if centre_test else []),
     "bias_sweep": sweep.table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"),
     "truncated_captions": test.n_truncated, "dropped_phrases": test.n_dropped}, chapter="ch1")

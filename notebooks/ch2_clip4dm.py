@@ -74,13 +74,13 @@ from IPython.display import display
 
 from fgclip import verdicts
 from fgclip.methods import clip4dm as c4dm
-from fgclip.methods import clip4dm_protocol as proto
-from fgclip.methods import clip4dm_study as study
 from fgclip.metrics import misalignment as mis
 from fgclip.models import create_clip, load_image_batch
 from fgclip.reporting import found_box, glue_findings, show_source, write_results
 from fgclip.seeding import seed_everything
-from fgclip.viz import set_style
+from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
+                                    selection as csel, speed as cspeed, units as cunits)
+from fgclip.viz import forest_plot, set_style
 from fgclip.viz.words import attribution_figure, caption_widget
 
 set_style()
@@ -217,7 +217,7 @@ assert np.allclose([forms["threshold"], forms["most negative"], forms["additive"
 
 # %%
 clip = create_clip(model, pretrained=pretrained, device=device)
-data = study.load_draws(clip, data_root, val_split, test_split, seed, seeds, n_scenes, max_pairs)
+data = cdata.load_draws(clip, data_root, val_split, test_split, seed, seeds, n_scenes, max_pairs)
 display(data.counts(val_split, test_split))
 print(f"captions skipped as longer than the context: {data.skipped}")
 
@@ -226,11 +226,11 @@ print(f"captions skipped as longer than the context: {data.skipped}")
 #
 # One forward and one backward pass per batch gives all attention maps and their
 # gradients; each variant is a different reduction of the same tensors
-# (`study.layer_grid`): the last $n$ layers (CLIP4DM), the same with a ReLU (isolating the
+# ({func}`fgclip.studies.clip4dm.arms.layer_grid`): the last $n$ layers (CLIP4DM), the same with a ReLU (isolating the
 # paper's central change), with Chefer's rollout, and GAE (ReLU and rollout over all
-# layers). The layer count $n$ is chosen on the validation split by LA (`study.choose_layers`);
+# layers). The layer count $n$ is chosen on the validation split by LA ({func}`fgclip.studies.clip4dm.selection.choose_layers`);
 # the test draws are attributed by the four arms built from the chosen rule, plus
-# leave-one-word-out on their foil captions (`study.attribute_draw`).
+# leave-one-word-out on their foil captions ({func}`fgclip.studies.clip4dm.arms.attribute_draw`).
 #
 # Images are decoded and encoded 256 at a time (`fgclip.models.encode_image_paths`); only
 # their embeddings stay. At the `gpu-full` size (20,000 pairs per draw, ViT-B-32) that is
@@ -241,11 +241,11 @@ print(f"captions skipped as longer than the context: {data.skipped}")
 # %%
 n_text = len(clip.model.transformer.resblocks)
 t0 = time.perf_counter()
-attr_val, _ = study.attribute(clip, data.val, study.layer_grid(n_text), device, batch_size)  # keyed by config
+attr_val, _ = carms.attribute(clip, data.val, carms.layer_grid(n_text), device, batch_size)  # keyed by config
 rng = np.random.default_rng(seed)  # tie breaks: the layer choice, then the test units, then the control
-choice, main = study.choose_layers(attr_val, data.val, n_text, rng, n_last_layers, name=f"LA on {val_split}")
-arms = study.method_arms(main, n_text)  # {arm name: AttributionConfig}
-draws = {s: study.attribute_draw(clip, df, list(arms.values()), device, batch_size) for s, df in data.test.items()}
+choice, main = csel.choose_layers(attr_val, data.val, n_text, rng, n_last_layers, name=f"LA on {val_split}")
+arms = carms.method_arms(main, n_text)  # {arm name: AttributionConfig}
+draws = {s: carms.attribute_draw(clip, df, list(arms.values()), device, batch_size) for s, df in data.test.items()}
 print(f"attributions and leave-one-word-out on {sum(map(len, data.test.values())) + len(data.val)} captions "
       f"in {time.perf_counter() - t0:.1f} s; CLIP4DM uses the {main.label} of {n_text} text layers")
 
@@ -258,8 +258,8 @@ print(f"attributions and leave-one-word-out on {sum(map(len, data.test.values())
 # most-negative form has no $\varepsilon$, so under the FOIL protocol LA does not depend on it.
 
 # %%
-eps = study.select_epsilons(attr_val[main], data.val, tune_epsilon, epsilon)
-selection = study.selection_table(n_text, main, eps, tune_epsilon, val_split)
+eps = csel.select_epsilons(attr_val[main], data.val, tune_epsilon, epsilon)
+selection = csel.selection_table(n_text, main, eps, tune_epsilon, val_split)
 display(selection)
 display(choice.to_frame().T.style.format("{:.3f}"))
 
@@ -275,10 +275,10 @@ display(choice.to_frame().T.style.format("{:.3f}"))
 # the headline LA is on shape foils, with the all-type mean beside it.
 
 # %%
-units = study.unit_table(draws, arms, rng, eps)  # one row per test caption of every draw
-types, headline = study.foil_types(units), study.headline_type(units)
-la_table, ap_table = proto.type_tables(units, [*arms, "leave-one-word-out", "random content word"],
-                                       ["most negative", "threshold", "additive", "CLIPScore"], types)
+units = ccmp.unit_table(draws, arms, rng, eps)  # one row per test caption of every draw
+types, headline = ccmp.foil_types(units), ccmp.headline_type(units)
+la_table, ap_table = cunits.type_tables(units, [*arms, "leave-one-word-out", "random content word"],
+                                        ["most negative", "threshold", "additive", "CLIPScore"], types)
 display(la_table.style.format("{:.3f}", na_rep="–").set_caption(f"{test_split}, draws {seeds}"))
 display(ap_table.style.format("{:.3f}").set_caption("AP of originals above foils (F|form)"))
 ties = {m: int(units[f"tie|{m}"].sum()) for m in [*arms, "leave-one-word-out"]}
@@ -290,8 +290,8 @@ print(f"tied minima broken at random: {ties} of {len(units)} captions")
 # bootstrap over images.
 
 # %%
-v_la, v_ap = study.la_verdicts(units, seed), study.ap_verdicts(units, seed)
-v_orig = study.colour_word_verdict(units, seed)
+v_la, v_ap = ccmp.la_verdicts(units, seed), ccmp.ap_verdicts(units, seed)
+v_orig = ccmp.colour_word_verdict(units, seed)
 display(verdicts.verdict_table(v_la + v_ap + [v_orig]))
 role = pd.DataFrame({"most negative word": units[units.foil_type.eq("original")].role.value_counts(normalize=True)})
 display(role.style.format("{:.3f}").set_caption("original captions: where the most negative word falls"))
@@ -308,8 +308,8 @@ display(role.style.format("{:.3f}").set_caption("original captions: where the mo
 # validation originals. If either control fails, the test cannot decide here.
 
 # %%
-v_pos = study.planted_control(clip, data.planted, main, rng, eps, seed, device, batch_size)
-v_neg = study.flag_rate_control(units, eps, test_split, val_split, seed)
+v_pos = cctl.planted_control(clip, data.planted, main, rng, eps, seed, device, batch_size)
+v_neg = cctl.flag_rate_control(units, eps, test_split, val_split, seed)
 f_loc = verdicts.falsify(v_la[0], v_pos, v_neg, effect=verdicts.A_BETTER)
 print(f_loc.sentence())
 display(verdicts.verdict_table([v_pos, v_neg]))
@@ -338,9 +338,9 @@ print(f"foil word: {df0.foil_word[first]!r} at word {int(df0.start[first])}")
 # and as the AP of the threshold-form F-CLIPScore.
 
 # %%
-v_quart = proto.quartile_verdicts(units, study.MAIN, types, seed)
+v_quart = ccmp.quartile_verdicts(units, carms.MAIN, types, seed)
 display(verdicts.verdict_table(v_quart))
-v_trans, eps_types = study.transfer(units, draws, main, data.val, attr_val[main], seed)
+v_trans, eps_types = ccmp.transfer(units, draws, main, data.val, attr_val[main], seed)
 if v_trans:
     display(eps_types.style.format("{:.2e}").set_caption(f"ε per foil type, tuned on {val_split}"))
     display(verdicts.verdict_table(v_trans))
@@ -356,7 +356,7 @@ else:  # real FOIL has one foil type: nothing to transfer across
 # words shows where they fall on the model this run uses.
 
 # %%
-v_paper_eps, flagged_share = proto.paper_epsilon_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, seed)
+v_paper_eps, flagged_share = ccmp.paper_epsilon_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, seed)
 display(flagged_share.style.format("{:.3f}"))
 display(verdicts.verdict_table(v_paper_eps))
 
@@ -369,7 +369,7 @@ display(verdicts.verdict_table(v_paper_eps))
 # is the speed-up the arithmetic allows, and a measured ratio below it is overhead.
 
 # %%
-speed = study.speed(clip, df0, main, device)
+speed = cspeed.speed(clip, df0, main, device)
 display(pd.DataFrame(speed.table).rename_axis(f"{speed.n_pairs} pairs, {torch.get_num_threads()} threads")
         .style.format("{:.3g}"))
 print(f"CLIP4DM runs {speed.measured:.2f}x the pairs/s of leave-one-word-out; their FLOPs allow {speed.allowed:.2f}x")
@@ -392,23 +392,34 @@ widget = caption_widget(img_raw, df0.caption[first], attribute_one, eps=eps.f1,
 widget.show()
 
 # %% [markdown]
+# ## Every verdict at a glance
+#
+# Each row is one comparison this chapter states in words (the `verdicts` of its
+# `results.json`): the difference A − B and its interval, coloured by the outcome
+# ({func}`fgclip.viz.verdicts.forest_plot`); a row whose interval crosses zero is one
+# the chapter cannot tell at this size.
+
+# %%
+all_v = v_la + v_ap + [v_orig] + v_quart + v_trans + v_paper_eps  # as results.json lists them
+fig = forest_plot(all_v)
+
+# %% [markdown]
 # ## Critique
 #
 # The closing box states only what the verdicts above say; the argument, and what the run
 # does and does not support, is on the critique page ({doc}`../book/ch2_critique`).
 
 # %% tags=["remove-output"]
-all_v = v_la + v_ap + [v_orig] + v_quart + v_trans + v_paper_eps
 is_foil, on_head = units.foil_type.ne("original"), units.foil_type.eq(headline)
-la = {k: float(units.loc[m, f"hit|{study.MAIN}"].mean()) for k, m in (("head", on_head), ("all", is_foil))}
+la = {k: float(units.loc[m, f"hit|{carms.MAIN}"].mean()) for k, m in (("head", on_head), ("all", is_foil))}
 findings = {
     "run": f"test draws {seeds} ({n_seeds} independent draws), {int(is_foil.sum())} test foils, {model}, "
            f"the {main.label} text layers; LA {la['head']:.3f} on {headline} foils, {la['all']:.3f} on all types",
     "random": v_la[0].brief(), "loo-head": v_la[1].brief(), "loo-all": v_la[2].brief(), "relu": v_la[3].brief(),
-    "gae": v_la[4].brief(), "per-type": study.clauses(v_la[5:]), "colour-word": v_orig.brief(),
+    "gae": v_la[4].brief(), "per-type": ccmp.clauses(v_la[5:]), "colour-word": v_orig.brief(),
     "ap-min": v_ap[0].brief(), "ap-threshold": v_ap[1].brief(), "ap-additive": v_ap[2].brief(),
-    "controls": f_loc.sentence(), "quartiles": study.clauses(v_quart), "transfer": study.clauses(v_trans),
-    "paper-eps": study.clauses(v_paper_eps)}
+    "controls": f_loc.sentence(), "quartiles": ccmp.clauses(v_quart), "transfer": ccmp.clauses(v_trans),
+    "paper-eps": ccmp.clauses(v_paper_eps)}
 glue_findings("ch2", findings)
 display(found_box("What we found", list(findings.values())))
 

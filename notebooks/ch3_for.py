@@ -101,14 +101,13 @@ from IPython.display import display
 from fgclip import verdicts
 from fgclip.losses import matching
 from fgclip.methods import cluster_clip, sumclip
-from fgclip.models import create_clip
-from fgclip.models.images import load_images
+from fgclip.models import create_clip, load_images
 from fgclip.reporting import found_box, glue_findings, show_source, write_results
 from fgclip.seeding import seed_everything
+from fgclip.studies.for_retrieval import data as fdata, folds as ff
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
-from fgclip.train import for_folds as ff
-from fgclip.viz import set_style
+from fgclip.viz import forest_plot, set_style
 from fgclip.viz.retrieval import make_retrieval_draw
 from fgclip.viz.widgets import InteractiveFigure
 
@@ -136,10 +135,10 @@ print(f"seeds={seeds}, folds={n_folds}, model={model}, pretrained={pretrained}, 
 # images.
 
 # %%
-root = ff.coco_root(data_root, {train_split: n_train, eval_split: n_eval}, ToyWorldConfig(), seed)
+root = fdata.coco_root(data_root, {train_split: n_train, eval_split: n_eval}, ToyWorldConfig(), seed)
 meta = load_toyworld_meta(root)  # None on real data
-vocab = ff.open_vocabulary(meta, vocabulary_file)  # real data: checked here, before any image or model loads
-train_records, eval_records = ff.read_splits(root, train_split, eval_split, n_train, n_eval)
+vocab = fdata.open_vocabulary(meta, vocabulary_file)  # real data: checked here, before any image or model loads
+train_records, eval_records = fdata.read_splits(root, train_split, eval_split, n_train, n_eval)
 categories = sorted({c for r in train_records + eval_records for c in r.labels})
 if base_categories:
     categories = [c for c in categories if c in set(base_categories) | set(novel_categories)]
@@ -258,7 +257,7 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 # $\tau$ is chosen on the validation images by the F1 of accepted labels against the base
 # labels. The paper's $\tau = 5\times10^{-4}$ was set for the 21,843 ImageNet-21K names; a
 # uniform softmax puts every name at $1/V$, so we also try the same multiple of $1/V$ on our
-# vocabulary, $\tau_V = \tau \cdot 21843/V$ ({func}`fgclip.train.for_folds.vocabulary_scaled_tau`).
+# vocabulary, $\tau_V = \tau \cdot 21843/V$ ({func}`fgclip.studies.for_retrieval.folds.vocabulary_scaled_tau`).
 # Two arms use the toy world's complete ground truth, which no real user has: the teacher's
 # wrong labels removed (an **oracle**), and a **planted teacher** that gives every image its
 # correct names (the positive control); its **shuffled** twin gives each image another
@@ -276,20 +275,20 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 # ## The frozen CLIP, once; then every fold, seed and arm
 #
 # The backbone, $W_q, W_k, W_v$ and the text tower stay frozen, so everything any arm needs
-# from an image is computed once ({func}`fgclip.train.for_folds.for_data`): the global
+# from an image is computed once ({func}`fgclip.studies.for_retrieval.data.for_data`): the global
 # embedding, the dense features $v_j = W_c W_v (f_j + p_j)$ (MaskCLIP's value path) and the
 # pooling's keys and values. With RN50 that cache holds per image three 49 × 2048 maps and
 # the 1024 × 7 × 7 dense features, about 1.4 MB in float32, so the `gpu-full` run's 25,000
 # images need about 36 GB on the device (written into tensors allocated once), plus 3.8 GB
-# of host memory for the images at 224 px. Per fold, {func}`fgclip.train.for_folds.prepare_fold`
+# of host memory for the images at 224 px. Per fold, {func}`fgclip.studies.for_retrieval.folds.prepare_fold`
 # makes the choices on the validation images and builds the teacher's labels; per seed,
-# {func}`fgclip.train.for_folds.train_arms` trains every arm.
+# {func}`fgclip.studies.for_retrieval.folds.train_arms` trains every arm.
 
 # %%
 t0 = time.perf_counter()
 train_images = load_images([r.image_path for r in train_records], size, geometry="resize").pixels
-data = ff.for_data(clip, train_images, eval_images, [r.labels for r in train_records], [r.labels for r in eval_records],
-                   categories, vocab, prompt, holdout_fraction, seed)
+data = fdata.for_data(clip, train_images, eval_images, [r.labels for r in train_records], [r.labels for r in eval_records],
+                      categories, vocab, prompt, holdout_fraction, seed)
 del train_images  # the features are all that training reads
 print(f"encoded {len(train_records) + len(eval_records)} images in {time.perf_counter() - t0:.1f} s; "
       f"map {tuple(data.gallery.dense.shape[-2:])}; {len(data.fit_idx)} fit and {len(data.val_idx)} validation images")
@@ -399,6 +398,18 @@ display(verdicts.verdict_table([v_sup, positive, negative]))
 print(fals.sentence())
 
 # %% [markdown]
+# ## Every verdict at a glance
+#
+# Each row is one comparison this chapter states in words (the `verdicts` of its
+# `results.json`): the difference A − B and its interval, coloured by the outcome
+# ({func}`fgclip.viz.verdicts.forest_plot`); a row whose interval crosses zero is one
+# the chapter cannot tell at this size.
+
+# %%
+chapter_v = headline + [v_forget, v_forget_base, v_sup] + others + [positive, negative]  # as results.json lists them
+fig = forest_plot(chapter_v)
+
+# %% [markdown]
 # ## Try it
 #
 # Type a name (a drawn shape, or a never-drawn vocabulary name, to see what the model does
@@ -407,7 +418,7 @@ print(fals.sentence())
 # are the annotated objects.
 
 # %%
-encode_name = ff.name_encoder(clip, prompt, dict(zip(categories, data.query_text)))
+encode_name = fdata.name_encoder(clip, prompt, dict(zip(categories, data.query_text)))
 draw = make_retrieval_draw(encode_name, runs[ff.FOR], for_attn, eval_images, tuple(data.gallery.dense.shape[-2:]),
                            labels=[r.labels for r in eval_records], boxes=[r.boxes for r in eval_records],
                            box_sizes=[(r.height, r.width) for r in eval_records])  # boxes scaled to the shown images
@@ -416,9 +427,9 @@ widget = InteractiveFigure(draw, {"name": widgets.Text(value=folds[-1][0], descr
 widget.show()
 
 # %% tags=["remove-output"]
-facts = ff.data_facts(meta is not None, categories, folds, vocab, data.gallery.dense.shape[-2:])
+facts = fdata.data_facts(meta is not None, categories, folds, vocab, data.gallery.dense.shape[-2:])
 by_arm = {v.arms: v for v in headline[2:4] + others}
-findings = {"data": ff.data_sentence(facts), "forget": v_forget.brief(), "forget-base": v_forget_base.brief(),
+findings = {"data": fdata.data_sentence(facts), "forget": v_forget.brief(), "forget-base": v_forget_base.brief(),
             "for-cluster": headline[2].brief(), "for-global": headline[3].brief(), "repair": v_sup.brief(),
             "planted": positive.brief(), "shuffled": negative.brief(), "falsification": fals.conclusion,
             "frozen": by_arm[ff.FROZEN, ff.FOR].brief(), "names-removed": by_arm[ff.NAMES_REMOVED, ff.FOR].brief(),
@@ -428,7 +439,7 @@ glue_findings("ch3", findings)
 display(found_box("What we found", list(findings.values())))
 write_results(results_path, {
     "seeds": seeds, "folds": folds, "n_train": int(len(data.fit_idx)), "n_val": int(len(data.val_idx)),
-    "n_eval": len(eval_records), "verdicts": headline + [v_forget, v_forget_base, v_sup] + others + [positive, negative],
+    "n_eval": len(eval_records), "verdicts": chapter_v,
     "controls": [fals], "selection": selection, "tau_acceptance": taus.to_dict(orient="index"),
     "tau_fixed_undecidable": ff.FIXED_TAU not in set(rows["arm"]), "metrics": table.to_dict(orient="index"),
     "data": facts, "found": list(findings.values()), "train_s": t_train, "wall_s": time.perf_counter() - t_start,

@@ -95,8 +95,9 @@ from fgclip.models import create_clip
 from fgclip.models.prompts import PromptLearner
 from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
 from fgclip.seeding import seed_everything
-from fgclip.train import decoupling_head as dtrain, decoupling_study as study
-from fgclip.viz import InteractiveFigure, multilabel as mlviz, set_style
+from fgclip.studies.decoupling import (arms as darms, comparisons as dcmp, controls as dctl, data as ddata,
+                                       features as dfeat, heads as dheads, sweep as dsweep)
+from fgclip.viz import InteractiveFigure, forest_plot, multilabel as mlviz, set_style
 
 set_style()
 seed_everything(seed)
@@ -252,9 +253,10 @@ assert np.allclose(terms[0].tolist(), hand, rtol=1e-5)
 # stopping epoch chosen per variant on a validation split carved from the training
 # images (the paper does not say how it chose its schedule); images resized to a square
 # without cropping. The code: `fgclip.methods.decoupling`, `fgclip.models.prompts`,
-# `fgclip.losses.asymmetric`, `fgclip.train.decoupling_head` (the head, and its P-ASL fit
-# through the loop every chapter shares, `fgclip.train.loop`) and, for the protocol of this
-# chapter (data, splits, sweep, planted worlds), `fgclip.train.decoupling_study`.
+# `fgclip.losses.asymmetric`, and for how this chapter runs them the package
+# `fgclip.studies.decoupling`: the heads and their P-ASL fit through the loop every chapter
+# shares (`heads`, `fgclip.train.loop`), data and splits, features, arms, the sweep,
+# the planted worlds (`controls`) and the verdicts (`comparisons`).
 #
 # **From equation to code.** Each equation above, the function that computes it, and the unit
 # test that checks that function:
@@ -275,14 +277,14 @@ assert np.allclose(terms[0].tolist(), hand, rtol=1e-5)
 # it). Otherwise the toy world is exported in both formats into a subfolder of `data_root`
 # named after the world, seed and sizes that made it, so another seed or size gets its own
 # data, and read back through the real readers; the two readers must agree image by image
-# (`fgclip.train.decoupling_study.prepare_data` checks it). The labels of an image are the
+# (`fgclip.studies.decoupling.data.prepare_data` checks it). The labels of an image are the
 # categories present. A real split holding more images than `n_train` / `n_test` is
 # subsampled with `seed` (0 keeps the whole split); one holding fewer is an error. VOC
 # objects marked `difficult` are ignored in the labels by default, as the reference
 # protocols do (`difficult = "positive"` counts them).
 
 # %%
-data = study.prepare_data(data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
+data = ddata.prepare_data(data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
                           size_names={train_split: "n_train", test_split: "n_test"})
 root, class_names, labels, test = data.root, data.class_names, data.labels, data.splits[test_split]
 print(f"read {root}: {len(class_names)} categories; train {len(labels[train_split])} images, test "
@@ -305,7 +307,7 @@ print(f"read {root}: {len(class_names)} categories; train {len(labels[train_spli
 # on disk); batches are written into tensors allocated once, and each cache is read once.
 
 # %%
-feats = study.frozen_features(clip, Path(cache_dir), model, pretrained, root, data_format,
+feats = dfeat.frozen_features(clip, Path(cache_dir), model, pretrained, root, data_format,
                               {s: data.splits[s].paths for s in (train_split, test_split)}, device)
 train_feats, test_feats = feats[train_split], feats[test_split]
 word_vectors = (dc.load_glove(glove_path, class_names) if glove_path
@@ -322,9 +324,10 @@ print(f"dense map f: {tuple(train_feats.dense.shape[1:])}, pooled: {tuple(train_
 # is a weighted mean of those features, so the second number is roughly where it starts.
 
 # %%
-zs_head = dtrain.make_head("zero-shot", clip.model, clip.tokenizer, class_names, word_vectors,
-                           hand_prompt, tau, rank, "softmax", seed)
-diag = study.zero_shot_diagnostic(zs_head.text_features.cpu(), test_feats, labels[test_split], tau)
+make = lambda variant, scoring, sd: dheads.make_head(variant, clip.model, clip.tokenizer, class_names,  # noqa: E731
+                                                     word_vectors, hand_prompt, tau, rank, scoring, sd)
+zs_head = make("zero-shot", "softmax", seed)  # every head of the chapter: make(variant, scoring rule, seed)
+diag = dfeat.zero_shot_diagnostic(zs_head.text_features.cpu(), test_feats, labels[test_split], tau)
 print("zero-shot test mAP on s, hand prompt: " + ", ".join(f"{k} {v:.3f}" for k, v in diag.items()))
 
 # %% [markdown]
@@ -340,11 +343,11 @@ print("zero-shot test mAP on s, hand prompt: " + ", ".join(f"{k} {v:.3f}" for k,
 # known labels, some categories have very few known positives to learn from:
 
 # %%
-fit_idx, val_idx = study.split_validation(len(labels[train_split]), val_fraction, seed)
+fit_idx, val_idx = ddata.split_validation(len(labels[train_split]), val_fraction, seed)
 out_dir = Path(results_path).parent if results_path else Path(cache_dir)
-masks, targets = study.partial_label_draws(labels[train_split], proportions, seeds, out_dir)
+masks, targets = ddata.partial_label_draws(labels[train_split], proportions, seeds, out_dir)
 print(f"{len(fit_idx)} images to fit, {len(val_idx)} to validate; masks saved to {out_dir}")
-display(study.known_positive_table(labels[train_split], masks, class_names, rows=fit_idx).T
+display(ddata.known_positive_table(labels[train_split], masks, class_names, rows=fit_idx).T
         .rename_axis(f"known positives (fit split, min-max over {n_seeds} seeds)"))
 
 # %% [markdown]
@@ -364,15 +367,13 @@ display(study.known_positive_table(labels[train_split], masks, class_names, rows
 # two rank alike, for the softmax they do not.
 
 # %%
-fit_cfg = dtrain.FitConfig(epochs=max_epochs, batch_size=batch_size, gamma_pos=gamma_pos, gamma_neg=gamma_neg,
+fit_cfg = dheads.FitConfig(epochs=max_epochs, batch_size=batch_size, gamma_pos=gamma_pos, gamma_neg=gamma_neg,
                            clip=asl_clip, device=device, precision=precision, scalar_lr=scalar_lr, patience=patience)
-make = lambda variant, scoring, sd: dtrain.make_head(variant, clip.model, clip.tokenizer, class_names,  # noqa: E731
-                                                     word_vectors, hand_prompt, tau, rank, scoring, sd)
-trainer = study.Trainer(make, train_feats.subset(fit_idx), train_feats.subset(val_idx), test_feats, fit_cfg)
+trainer = darms.Trainer(make, train_feats.subset(fit_idx), train_feats.subset(val_idx), test_feats, fit_cfg)
 y_test, rho_mid = labels[test_split], proportions[len(proportions) // 2]
-sweep = study.run_protocol(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, zs_head, seed)
+sweep = dsweep.run_protocol(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, zs_head, seed)
 display(sweep.selection.rename_axis("what was chosen on which split"))
-order = [arm.name for arm in study.ROWS]
+order = [arm.name for arm in darms.ROWS]
 display(seed_table(sweep.runs, ["variant", "known"], ["mAP on p", "mAP on s"]).unstack("known").loc[order])
 mean_p = sweep.runs.groupby(["variant", "known"])["mAP on p"].mean().unstack("known").loc[order]
 fig = mlviz.plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean of {n_seeds} seeds")
@@ -399,7 +400,7 @@ fig = mlviz.plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean o
 # {cite}`fong2019torchray`. The baseline points at the image centre.
 
 # %%
-trials = study.pointing_hits(sweep.attention, test.objects, test.hws, class_names)
+trials = dcmp.pointing_hits(sweep.attention, test.objects, test.hws, class_names)
 v_point = verdicts.compare(trials.attention_hits, np.tile(trials.centre_hits, (n_seeds, 1)),
                            claim=f"pointing, full model at {rho_mid:.0%} known", unit="(image, category) trials",
                            arms=("decoupling attention", "image centre"),
@@ -414,7 +415,7 @@ print(v_point.sentence())
 # map with that category's boxes.
 
 # %%
-full_test = trainer.test(sweep.heads[study.FULL].head)  # middle proportion, seed `seed`
+full_test = trainer.test(sweep.heads[darms.FULL].head)  # middle proportion, seed `seed`
 
 
 def draw(image_index=0):
@@ -442,8 +443,8 @@ InteractiveFigure(draw, {"image_index": widgets.IntSlider(value=0, min=0, max=le
 # zero. We measure it on one training batch at the middle proportion, at initialisation:
 
 # %%
-grads = study.init_gradients(make, ("softmax", "sigmoid+bias", "sigmoid+affine"), *trainer.fit_feats,
-                             targets[seed, rho_mid][fit_idx], seed, fit_cfg)
+grads = dctl.init_gradients(make, ("softmax", "sigmoid+bias", "sigmoid+affine"), *trainer.fit_feats,
+                            targets[seed, rho_mid][fit_idx], seed, fit_cfg)
 display(grads.style.format("{:.2e}"))
 
 # %% [markdown]
@@ -472,15 +473,27 @@ display(grads.style.format("{:.2e}"))
 # per image.
 
 # %%
-test_v = study.scoring_verdicts(sweep.ap, proportions, seed)  # {(control arm, ρ): Verdict}
-planted, planted_rows = study.planted_verdicts(("paired", "null", "independent", "single"), seeds, tau,
-                                               fit_cfg, lr_candidates, seed, noise=1.5)
-selection = pd.concat([sweep.selection, pd.DataFrame(planted_rows)], ignore_index=True)
-controls = [verdicts.falsify(test_v[study.FULL_AFFINE, rho], planted["paired"], planted["null"],
+test_v = dcmp.scoring_verdicts(sweep.ap, proportions, seed)  # {(control arm, ρ): Verdict}
+planted, planted_rows = dctl.planted_verdicts(("paired", "null", "independent", "single"), seeds, tau,
+                                              fit_cfg, lr_candidates, seed, noise=1.5)
+controls = [verdicts.falsify(test_v[darms.FULL_AFFINE, rho], planted["paired"], planted["null"],
                              effect=verdicts.B_BETTER) for rho in proportions]
 display(verdicts.verdict_table([*test_v.values(), *planted.values()]))
-same = len({v.verdict for (arm, _), v in test_v.items() if arm == study.FULL_AFFINE}) == 1
+same = len({v.verdict for (arm, _), v in test_v.items() if arm == darms.FULL_AFFINE}) == 1
 print("\n".join(f.sentence() for f in controls))
+
+# %% [markdown]
+# ## Every verdict at a glance
+#
+# Each row is one comparison this chapter states in words (the `verdicts` of its
+# `results.json`): the difference A − B and its interval, coloured by the outcome
+# ({func}`fgclip.viz.verdicts.forest_plot`); a row whose interval crosses zero is one
+# the chapter cannot tell at this size.
+
+# %%
+summary = dcmp.summary_verdicts(sweep.ap, proportions, seed)  # full model vs 5 rows, then p vs s
+chapter_v = [*summary, *test_v.values(), v_point, *planted.values()]  # as results.json lists them
+fig = forest_plot(chapter_v)
 
 # %% [markdown]
 # ## What we found
@@ -489,7 +502,6 @@ print("\n".join(f.sentence() for f in controls))
 # after it cites them. (In Jupyter and Colab the cell also shows them as a plain box.)
 
 # %% tags=["remove-output"]
-summary = study.summary_verdicts(sweep.ap, proportions, seed)  # full model vs 5 rows, then p vs s
 g, mid = grads.loc["softmax"], len(proportions) // 2
 findings = dict(zip(["full-zero-shot", "full-untrained", "full-logistic", "full-decoupling-only",
                      "full-prompts-only", "p-or-s"], [v.brief() for v in summary]))
@@ -499,7 +511,7 @@ findings |= {
     f"(known negatives {g['known negative']:.1e}), exactly {grads.loc['sigmoid+affine', 'unknown']:.0f} under the sigmoids",
     "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items()),
     "same-across-proportions": f"{'the same' if same else 'not the same'} at every proportion "
-    f"({', '.join(v.outcome for (arm, _), v in test_v.items() if arm == study.FULL_AFFINE)})",
+    f"({', '.join(v.outcome for (arm, _), v in test_v.items() if arm == darms.FULL_AFFINE)})",
     "falsification": controls[mid].sentence(),
     "data": f"seeds {seeds}; {len(fit_idx)} fit / {len(val_idx)} validation / {len(y_test)} test images of {root.name}",
 }
@@ -535,7 +547,7 @@ display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretra
 write_results(results_path, {
     "seeds": seeds, "model": model, "categories": class_names, "n_train": len(labels[train_split]), "n_fit": len(fit_idx),
     "n_val": len(val_idx), "n_test": len(y_test), "mAP": sweep.runs.to_dict(orient="records"),
-    "selection": selection.to_dict(orient="records"),
+    "selection": pd.concat([sweep.selection, pd.DataFrame(planted_rows)], ignore_index=True).to_dict(orient="records"),
     "gradients": grads.to_dict(orient="index"), "diagnostic": diag, "controls": controls, "same_verdict_across_proportions": same,
-    "verdicts": [*summary, *test_v.values(), v_point, *planted.values()], "found": list(findings.values()),
+    "verdicts": chapter_v, "found": list(findings.values()),
 }, chapter="ch4")

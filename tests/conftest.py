@@ -51,3 +51,20 @@ def run_through_runner(chapter: str, params: dict, tmp_path) -> dict:
     os.environ.pop("FGCLIP_STATIC_WIDGETS", None)
     out = run_chapter(chapter, params, runs_dir=tmp_path)
     return json.loads((out / "results.json").read_text())
+
+
+def resolve_dotted(dotted: str):
+    """The object a dotted name (module path, then attributes) names, or None: how the tests
+    check that a reference in prose or a docstring (``fgclip.train.loop.train_loop``) exists."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr, None)
+        return obj
+    return None

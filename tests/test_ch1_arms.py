@@ -12,10 +12,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from fgclip import verdicts  # noqa: E402
-from fgclip.methods import maximage_eval as ev  # noqa: E402
-from fgclip.train import maximage_arms as ma, maximage_bias as mb  # noqa: E402
-from fgclip.train.maximage_data import Corpus, PhraseItem, Split, WordBank  # noqa: E402
-from fgclip.train.maximage_heads import TrainConfig, make_heads  # noqa: E402
+from fgclip.studies.maximage import arms as ma, bias as mb, evaluation as ev  # noqa: E402
+from fgclip.studies.maximage.data import Corpus, PhraseItem, Split, WordBank  # noqa: E402
+from fgclip.studies.maximage.heads import TrainConfig, make_heads  # noqa: E402
 
 
 def _split(n_images: int = 8, seed: int = 0) -> Split:
@@ -82,8 +81,8 @@ def test_load_splits_holds_out_the_last_training_images(tmp_path):
     with pytest.raises(ValueError, match="n_val=5"):
         ma.load_splits(clip, tmp_path, "train", "test", 6, 5, 3, "contextual")
     # the figures on a split: one panel per word, and a widget that redraws
-    from fgclip.train.maximage_heads import project_images
-    from fgclip.viz.localization import plot_caption_maps, split_caption_widget
+    from fgclip.studies.maximage.heads import project_images
+    from fgclip.studies.maximage.figures import plot_caption_maps, split_caption_widget
 
     heads = make_heads(data.test.img.shape[1], data.test.words.dim, 8, 0)
     v = project_images(heads, data.test.img)

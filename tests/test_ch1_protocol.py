@@ -8,11 +8,11 @@ import torch
 
 from fgclip import verdicts
 from fgclip.losses.ranking import npair_loss, same_text_mask, triplet_loss
-from fgclip.methods import maximage_eval as ev
 from fgclip.methods.maximage import MaxImageHeads, phrase_map
 from fgclip.metrics.pointing import box_coverage, hull_coverage, phrase_pointing
-from fgclip.train.maximage_data import Corpus, PhraseItem, Split, WordBank, subset_split, text_ids
-from fgclip.train.maximage_heads import TrainConfig, phrase_heats, project_images, train_heads
+from fgclip.studies.maximage import evaluation as ev
+from fgclip.studies.maximage.data import Corpus, PhraseItem, Split, WordBank, subset_split, text_ids
+from fgclip.studies.maximage.heads import TrainConfig, phrase_heats, project_images, train_heads
 
 S = torch.tensor([[0.9, 0.5, 0.1],
                   [0.6, 0.4, 0.3],
@@ -153,7 +153,7 @@ def test_negative_control_on_anything_but_the_effect_and_mix_points():
 
 def test_long_and_cased_captions_are_cut_and_counted(tmp_path):
     from fgclip.models import create_clip
-    from fgclip.train.maximage_data import word_features
+    from fgclip.studies.maximage.data import word_features
 
     clip = create_clip("toy-vit", pretrained="toy")
     long = ("A man in a blue shirt " * 20).split()
@@ -192,7 +192,7 @@ def test_widget_takes_cased_choices_and_cut_captions():
 
 
 def test_floor_scores_word_boxes_and_bias_records_shapes():
-    from fgclip.train.maximage_heads import word_boxes
+    from fgclip.studies.maximage.heads import word_boxes
 
     data = _split()
     keep = ev.evaluated(data, 0.05, "hull")
@@ -215,7 +215,7 @@ def test_floor_scores_word_boxes_and_bias_records_shapes():
 
 def test_word_bank_is_ragged_and_pads_each_batch_to_its_own_longest_caption():
     from fgclip.models import create_clip
-    from fgclip.train.maximage_data import word_features
+    from fgclip.studies.maximage.data import word_features
 
     clip = create_clip("toy-vit", pretrained="toy")
     caps = [["a", "red", "star"], ["a", "blue", "moon", "above", "a", "star"], ["a", "red", "star"], ["ring"]]
@@ -243,7 +243,7 @@ def test_flickr_data_root_is_keyed_by_world_seed_and_size(tmp_path):
     from dataclasses import replace
 
     from fgclip.toyworld import ToyWorldConfig
-    from fgclip.train.maximage_data import flickr_data_root
+    from fgclip.studies.maximage.data import flickr_data_root
 
     world = ToyWorldConfig()
     a = flickr_data_root(tmp_path, world, 0, {"train": 3, "test": 2})

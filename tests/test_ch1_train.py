@@ -6,10 +6,10 @@ import torch
 
 from fgclip.methods.maximage import pair_scores
 from fgclip.metrics.pointing import argmax_point
-from fgclip.train.maximage_data import Corpus, PhraseItem, load_split, WordBank, word_features
-from fgclip.train.maximage_heads import (TrainConfig, caption_word_maps, evaluate_pointing, make_heads,
-                                         project_images, selectivity, stratum_masks, train_heads,
-                                         two_object_pairs)
+from fgclip.studies.maximage.data import Corpus, PhraseItem, WordBank, load_split, word_features
+from fgclip.studies.maximage.heads import (TrainConfig, caption_word_maps, evaluate_pointing, make_heads,
+                                           project_images, selectivity, stratum_masks, train_heads,
+                                           two_object_pairs)
 
 
 def _planted(n_images: int, n_classes: int, seed: int):

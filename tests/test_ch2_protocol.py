@@ -12,11 +12,11 @@ from sklearn.metrics import average_precision_score
 from fgclip.datasets.foil import FoilPair, FoilSplit
 from fgclip.methods.clip4dm import (AttributionConfig, caption_fits, clip4dm, f_clip_score,
                                     leave_one_word_out, official_words, word_token_counts)
-from fgclip.methods.clip4dm_protocol import (caption_rows, compare_units, planted_colour_rows,
-                                             random_content_hit, sample_pairs, seed_matrix, word_role)
 from fgclip.metrics.misalignment import (ap_contributions, caption_auc, caption_f1, group_contrast,
                                          most_negative, span_labels)
 from fgclip.models import create_clip, images_to_tensor
+from fgclip.studies.clip4dm.data import caption_rows, planted_colour_rows, sample_pairs
+from fgclip.studies.clip4dm.units import compare_units, random_content_hit, seed_matrix, word_role
 from fgclip.toyworld import ToyWorldConfig, generate
 
 
@@ -188,7 +188,7 @@ def test_library_matches_an_independent_implementation(model, n_last):
 
 
 def test_memoised_tokenisation_equals_open_clip():
-    from fgclip.methods.clip4dm import tokenize_words
+    from fgclip.models.text import tokenize_words
     clip = create_clip("toy-vit", pretrained=None)
     texts = ["A photo depicts a dog, on grass.", "three shapes on a gray background",
              "a large green teddy-bear next to a ring", " ".join(["circle"] * 60)]
@@ -197,7 +197,7 @@ def test_memoised_tokenisation_equals_open_clip():
 
 
 def test_trimmed_text_pass_equals_open_clip():
-    from fgclip.methods.clip4dm import encode_text_trimmed
+    from fgclip.models.text import encode_text_trimmed
     clip = create_clip("toy-vit", pretrained="toy")
     tokens = clip.tokenizer(["a red circle", "two shapes on a gray background next to a ring"])
     with torch.no_grad():
@@ -230,7 +230,7 @@ def _toy_units(n_img=40, seeds=(0, 1, 2)):
 def _toy_unit_table():
     """:func:`build_units` over the synthetic draws of :func:`_toy_units` (one method "M",
     ε -0.1 for the threshold forms); returns the table and the attributions per draw."""
-    from fgclip.methods.clip4dm_protocol import build_units
+    from fgclip.studies.clip4dm.units import build_units
     frames, attrs = _toy_units()
     rng = np.random.default_rng(0)
     eps = {"most negative": None, "threshold": -0.1, "additive": -0.1}
@@ -240,7 +240,8 @@ def _toy_unit_table():
 
 
 def test_build_units_and_type_tables_by_hand():
-    from fgclip.methods.clip4dm_protocol import quartile_verdicts, type_tables
+    from fgclip.studies.clip4dm.comparisons import quartile_verdicts
+    from fgclip.studies.clip4dm.units import type_tables
     units, _ = _toy_unit_table()
     foil = units.foil_type.eq("shape")
     assert units.loc[foil, "hit|M"].mean() == pytest.approx(0.75)  # 3 of 4 images
@@ -259,7 +260,7 @@ def test_build_units_and_type_tables_by_hand():
 
 
 def test_gflop_counts_a_matrix_product_and_pairs_per_second_reports_work():
-    from fgclip.methods.clip4dm_protocol import gflop, pairs_per_second
+    from fgclip.studies.clip4dm.speed import gflop, pairs_per_second
 
     a, b = torch.randn(8, 16), torch.randn(16, 4)
     assert gflop(lambda: a @ b) == pytest.approx(2 * 8 * 16 * 4 / 1e9)
@@ -275,7 +276,7 @@ def test_gflop_counts_a_matrix_product_and_pairs_per_second_reports_work():
 
 def test_paper_epsilon_verdicts_by_hand():
     from fgclip import verdicts
-    from fgclip.methods.clip4dm_protocol import PAPER_EPSILONS, paper_epsilon_verdicts
+    from fgclip.studies.clip4dm.comparisons import PAPER_EPSILONS, paper_epsilon_verdicts
     units, attrs = _toy_unit_table()
     # strict: only the -0.5 foil word (3 of 4 images; F1 1, else 0) -> 0.75; loose flags every
     # word under 0.15: F1 0.5 in 3 of 4 images, 0 in the others -> 0.375

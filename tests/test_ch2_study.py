@@ -1,4 +1,4 @@
-"""Chapter 2's experiment steps (fgclip.methods.clip4dm_study): the variant grid keyed by
+"""Chapter 2's experiment steps (fgclip.studies.clip4dm): the variant grid keyed by
 configs, the layer choice and ε selection on validation rows, the verdict families on
 synthetic units, and a small end-to-end pass over an exported toy FOIL split."""
 import numpy as np
@@ -7,22 +7,23 @@ import pytest
 
 from fgclip import verdicts
 from fgclip.methods import clip4dm as c4dm
-from fgclip.methods import clip4dm_study as study
 from fgclip.methods.clip4dm import AttributionConfig, Attributions
 from fgclip.models import create_clip
+from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
+                                    selection as csel, speed as cspeed)
 from test_ch2_protocol import _toy_units
 
 
 def test_layer_grid_and_arms_are_configs():
-    grid = study.layer_grid(4)
+    grid = carms.layer_grid(4)
     assert len(grid) == 3 * 4 + 1 and len(set(grid)) == len(grid)
-    assert grid[0] == study.last_layers(1) and grid[-1] == study.gae(4)
+    assert grid[0] == carms.last_layers(1) and grid[-1] == carms.gae(4)
     assert [c.label for c in grid[3:6]] == ["last 2", "last 2 + ReLU", "last 2 + rollout"]
-    arms = study.method_arms(study.last_layers(2), 4)
+    arms = carms.method_arms(carms.last_layers(2), 4)
     assert list(arms) == ["CLIP4DM", "CLIP4DM + ReLU", "CLIP4DM + rollout", "GAE"]
     assert len(set(arms.values())) == 4 and all(cfg in grid for cfg in arms.values())
     with pytest.raises(ValueError, match="n must be"):
-        study.last_layers(0)
+        carms.last_layers(0)
 
 
 def _attr(ws, n_words=3):
@@ -34,26 +35,26 @@ def test_choose_layers_picks_the_best_la_on_validation():
     val = pd.DataFrame({"start": [1.0, 1.0, np.nan], "length": [1, 1, 0],
                         "foil_type": ["shape", "shape", "original"]})
     hit, miss = [0.0, -1.0, 0.0], [-1.0, 0.0, 0.0]  # the foil word is index 1
-    attr = {study.last_layers(1): _attr([miss, miss, miss]), study.last_layers(2): _attr([hit, hit, miss]),
-            study.last_layers(3): _attr([hit, miss, miss])}
-    la, chosen = study.choose_layers(attr, val, 3, np.random.default_rng(0), name="LA on val")
-    assert la.tolist() == [0.0, 1.0, 0.5] and la.name == "LA on val" and chosen == study.last_layers(2)
-    assert study.choose_layers(attr, val, 3, np.random.default_rng(0), n_last_layers=3)[1] == study.last_layers(3)
+    attr = {carms.last_layers(1): _attr([miss, miss, miss]), carms.last_layers(2): _attr([hit, hit, miss]),
+            carms.last_layers(3): _attr([hit, miss, miss])}
+    la, chosen = csel.choose_layers(attr, val, 3, np.random.default_rng(0), name="LA on val")
+    assert la.tolist() == [0.0, 1.0, 0.5] and la.name == "LA on val" and chosen == carms.last_layers(2)
+    assert csel.choose_layers(attr, val, 3, np.random.default_rng(0), n_last_layers=3)[1] == carms.last_layers(3)
     with pytest.raises(ValueError, match="n_last_layers"):
-        study.choose_layers(attr, val, 3, np.random.default_rng(0), n_last_layers=4)
+        csel.choose_layers(attr, val, 3, np.random.default_rng(0), n_last_layers=4)
 
 
 def test_select_epsilons_and_the_selection_table():
     frames, attrs = _toy_units(n_img=8, seeds=(0,))
     val, attr = frames[0], attrs[0]
-    eps = study.select_epsilons(attr, val)
+    eps = csel.select_epsilons(attr, val)
     assert eps.forms["most negative"] is None and set(eps.forms) == set(c4dm.F_FORMS)
     assert -0.5 < eps.f1 <= 0.0  # flags the -0.5 foil words, not the originals' 0.0
     orig = val.foil_type.eq("original").to_numpy()
     assert eps.val_fpr == pytest.approx(np.mean([np.mean(w < eps.f1) for w, o in zip(attr.w, orig) if o]))
-    given = study.select_epsilons(attr, val, tune=False, epsilon=-7.0)
+    given = csel.select_epsilons(attr, val, tune=False, epsilon=-7.0)
     assert given.f1 == -7.0 and given.val_fpr == 0.0
-    table = study.selection_table(12, study.last_layers(3), eps, True, "val")
+    table = csel.selection_table(12, carms.last_layers(3), eps, True, "val")
     assert list(table.columns) == ["hyperparameter", "candidates", "chosen", "criterion", "split"]
     assert table.chosen[0] == "last 3" and set(table.split) == {"val", "-"}
 
@@ -61,59 +62,59 @@ def test_select_epsilons_and_the_selection_table():
 def _synthetic_draws():
     """Draws of :func:`_toy_units` where every arm and leave-one-word-out share attributions."""
     frames, attrs = _toy_units()
-    arms = study.method_arms(study.last_layers(1), 2)
+    arms = carms.method_arms(carms.last_layers(1), 2)
     draws = {}
     for s, df in zip(attrs, frames):
         foil = df.foil_type.ne("original").to_numpy()
         loo = Attributions([w for w, f in zip(attrs[s].words, foil) if f], [w for w, f in zip(attrs[s].w, foil) if f],
                            attrs[s].cos[foil], [x for x, f in zip(attrs[s].source, foil) if f])
-        draws[s] = study.Draw(df, {cfg: attrs[s] for cfg in arms.values()}, loo, foil, None)
+        draws[s] = carms.Draw(df, {cfg: attrs[s] for cfg in arms.values()}, loo, foil, None)
     return draws, arms
 
 
 def test_verdict_families_on_synthetic_units():
     draws, arms = _synthetic_draws()
-    eps = study.Epsilons(-0.1, {"most negative": None, "threshold": -0.1, "additive": -0.1}, 0.0)
-    units = study.unit_table(draws, arms, np.random.default_rng(0), eps)
+    eps = csel.Epsilons(-0.1, {"most negative": None, "threshold": -0.1, "additive": -0.1}, 0.0)
+    units = ccmp.unit_table(draws, arms, np.random.default_rng(0), eps)
     assert len(units) == sum(len(d.rows) for d in draws.values())
-    assert study.headline_type(units) == "shape" and study.foil_types(units) == ["shape"]
-    la = study.la_verdicts(units, seed=0)
+    assert ccmp.headline_type(units) == "shape" and ccmp.foil_types(units) == ["shape"]
+    la = ccmp.la_verdicts(units, seed=0)
     assert [v.arms[1] for v in la] == ["random content word", "leave-one-word-out", "leave-one-word-out",
                                        "CLIP4DM + ReLU", "GAE"]
     assert la[0].verdict == verdicts.A_BETTER  # LA 0.75 against 0.5
     assert la[3].verdict == verdicts.CANNOT_TELL and la[3].difference == 0.0  # identical arms
-    ap = study.ap_verdicts(units, seed=0)
-    assert [v.arms[0] for v in ap] == list(study.F_NAMES.values())
-    assert study.colour_word_verdict(units, seed=0).arms[1] == "a random word"
-    neg = study.flag_rate_control(units, eps, "test", "val", seed=0)
+    ap = ccmp.ap_verdicts(units, seed=0)
+    assert [v.arms[0] for v in ap] == list(carms.F_NAMES.values())
+    assert ccmp.colour_word_verdict(units, seed=0).arms[1] == "a random word"
+    neg = cctl.flag_rate_control(units, eps, "test", "val", seed=0)
     assert neg.arms == ("test originals", "rate tuned on val") and neg.mean_a == 0.0
-    assert study.transfer(units, draws, study.last_layers(1), None, None, seed=0)[0] == []  # one foil type
-    assert study.clauses([]) == "not tested here"
-    assert study.clauses(la[:1]) == f"{la[0].claim}: {la[0].brief()}"
+    assert ccmp.transfer(units, draws, carms.last_layers(1), None, None, seed=0)[0] == []  # one foil type
+    assert ccmp.clauses([]) == "not tested here"
+    assert ccmp.clauses(la[:1]) == f"{la[0].claim}: {la[0].brief()}"
 
 
 def test_steps_end_to_end_on_an_exported_toy_split(tmp_path):
     clip = create_clip("toy-vit", pretrained="toy")
-    data = study.load_draws(clip, str(tmp_path), "val", "test", 0, [0, 1], n_scenes=4, max_pairs=0)
+    data = cdata.load_draws(clip, str(tmp_path), "val", "test", 0, [0, 1], n_scenes=4, max_pairs=0)
     assert set(data.test) == {0, 1} and data.skipped == {"val": 0, "0": 0, "1": 0}
     counts = data.counts("val", "test")
     assert list(counts.columns) == ["test draw 0", "test draw 1", "val"]
     assert counts.loc["original", "val"] == data.val.foil_type.eq("original").sum()
-    grid = study.layer_grid(4)
-    attr_val, images = study.attribute(clip, data.val, grid, batch_size=16)
+    grid = carms.layer_grid(4)
+    attr_val, images = carms.attribute(clip, data.val, grid, batch_size=16)
     assert set(attr_val) == set(grid) and len(images.index) == len(data.val)
-    la, main = study.choose_layers(attr_val, data.val, 4, np.random.default_rng(0))
+    la, main = csel.choose_layers(attr_val, data.val, 4, np.random.default_rng(0))
     assert main in grid and len(la) == 4
-    arms = study.method_arms(main, 4)
-    draw = study.attribute_draw(clip, data.test[0], list(arms.values()), batch_size=16)
+    arms = carms.method_arms(main, 4)
+    draw = carms.attribute_draw(clip, data.test[0], list(arms.values()), batch_size=16)
     direct = c4dm.clip4dm(clip, images.feats, data.val.caption.tolist(), main, image_index=images.index)
     for a, b in zip(direct.w, attr_val[main].w):  # keyed by config: the same rule as a direct call
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-9)
     assert len(draw.loo.w) == draw.foil.sum() == data.test[0].foil_type.ne("original").sum()
-    eps = study.select_epsilons(attr_val[main], data.val)
-    units = study.unit_table({0: draw}, arms, np.random.default_rng(0), eps)
-    pos = study.planted_control(clip, data.planted, main, np.random.default_rng(0), eps, seed=0)
+    eps = csel.select_epsilons(attr_val[main], data.val)
+    units = ccmp.unit_table({0: draw}, arms, np.random.default_rng(0), eps)
+    pos = cctl.planted_control(clip, data.planted, main, np.random.default_rng(0), eps, seed=0)
     assert pos.claim in ("LA on planted colour foils", "no planted colour foils")
-    speed = study.speed(clip, data.test[0], main, n_pairs=3)
+    speed = cspeed.speed(clip, data.test[0], main, n_pairs=3)
     assert speed.n_pairs == 3 and speed.measured > 0 and speed.allowed > 0
     assert set(units.foil_type) <= {"original", "shape", "color", "relation", "count"}

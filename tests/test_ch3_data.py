@@ -11,12 +11,12 @@ from papermill.exceptions import PapermillExecutionError
 
 matplotlib.use("Agg")
 
-import fgclip.viz.retrieval as retrieval  # noqa: E402
 from fgclip.datasets import read_coco_split  # noqa: E402
+from fgclip.studies.for_retrieval.data import (coco_root, data_facts, data_sentence, open_vocabulary)
 from fgclip.toyworld import ToyWorldConfig  # noqa: E402
 from fgclip.toyworld.cache import COMPLETE  # noqa: E402
 from fgclip.toyworld.export import load_toyworld_meta  # noqa: E402
-from fgclip.train.for_folds import coco_root, data_facts, data_sentence, open_vocabulary  # noqa: E402
+import fgclip.viz.retrieval as retrieval  # noqa: E402
 
 from conftest import run_through_runner  # noqa: E402
 

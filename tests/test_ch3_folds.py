@@ -7,8 +7,8 @@ from open_clip.modified_resnet import AttentionPool2d
 
 from fgclip.methods.sumclip import SumClipHead, frozen_attention_pool, pool_memory
 from fgclip.metrics.object_retrieval import average_precision_at_k, per_category_ap
-from fgclip.train.for_folds import (acceptance, category_folds, choose_k, novel_matrix, score_rows,
-                                    shuffle_targets, vocabulary_scaled_tau)
+from fgclip.studies.for_retrieval.folds import (acceptance, category_folds, choose_k, novel_matrix,
+                                                score_rows, shuffle_targets, vocabulary_scaled_tau)
 
 
 def test_folds_are_disjoint_cover_everything_and_follow_the_seed():
@@ -132,7 +132,7 @@ def test_trainable_output_projection_is_a_copy():
 
 
 def test_teacher_arms_oracle_removes_only_wrong_labels_and_fixed_is_optional():
-    from fgclip.train.for_folds import teacher_arms
+    from fgclip.studies.for_retrieval.folds import teacher_arms
     scores = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.6, 0.3]])
     truth = torch.tensor([[True, False, False], [False, False, True]])
     keep = torch.tensor([True, True, False])
@@ -154,7 +154,7 @@ def small_study():
     from fgclip.models import create_clip
     from fgclip.toyworld import ToyWorldConfig, generate
     from fgclip.toyworld.world import open_vocabulary
-    from fgclip.train.for_folds import for_data
+    from fgclip.studies.for_retrieval.data import for_data
     world = ToyWorldConfig()
     train, gallery = generate(world, 40, seed=0, split="train"), generate(world, 24, seed=0, split="test")
     categories = sorted({c for s in train + gallery for c in s.labels})
@@ -174,7 +174,7 @@ def test_for_data_splits_the_training_images_and_encodes_once(small_study):
 
 
 def test_prepare_fold_chooses_on_validation_and_train_arms_trains_every_arm(small_study):
-    from fgclip.train import for_folds as ff
+    from fgclip.studies.for_retrieval import folds as ff
     data, _ = small_study
     novel = data.categories[:3]
     fold = ff.prepare_fold(data, 0, novel, [1, 2], 5e-4, seed=0)

@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 
 from fgclip.methods.sumclip import SumClipHead, pool_memory  # noqa: E402
 from fgclip.models import create_clip, images_to_tensor  # noqa: E402
-from fgclip.train.sumclip_head import (HeadTrainConfig, embed, encode_frozen, encode_images_cluster,  # noqa: E402
-                                  encode_images_sumclip, label_matrix,
-                                  subsample_labels, targets_from, train_head)
+from fgclip.studies.for_retrieval.head import (HeadTrainConfig, embed, encode_frozen, encode_images_cluster,  # noqa: E402
+                                               encode_images_sumclip, label_matrix, subsample_labels,
+                                               targets_from, train_head)
 from fgclip.viz.retrieval import make_retrieval_draw  # noqa: E402
 from fgclip.viz.widgets import InteractiveFigure  # noqa: E402
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from fgclip.datasets import read_coco_split
+from fgclip.studies.decoupling.data import prepare_data, subsample
+from fgclip.studies.decoupling.features import cached_features
 from fgclip.toyworld import ToyWorldConfig, generate
 from fgclip.toyworld.export import export_coco, export_voc, write_toyworld_meta
-from fgclip.train.decoupling_study import cached_features, prepare_data, subsample
 
 
 NAMES = {"train": "n_train", "test": "n_test"}
@@ -133,7 +134,7 @@ def test_square_features_point_into_the_original_image():
     from torchvision import transforms as T
 
     from fgclip.metrics.pointing import argmax_point
-    from fgclip.train.decoupling_study import square_transform
+    from fgclip.studies.decoupling.features import square_transform
 
     image = Image.new("RGB", (120, 40))  # W x H, far from square
     box = (90, 20, 120, 40)  # the bottom-right quarter (x0, y0, x1, y1) is bright

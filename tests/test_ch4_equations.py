@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fgclip.methods import decoupling as dc
-from fgclip.train import decoupling_study as study
+from fgclip.studies.decoupling import arms as darms, comparisons as dcmp, data as ddata, features as dfeat
 
 
 def test_pool_categories_and_uniform_attention_by_hand():
@@ -44,46 +44,46 @@ def test_softmax_over_categories_by_hand():
 
 
 def test_arms_are_keyed_by_their_config():
-    from fgclip.train.decoupling_head import VARIANTS
+    from fgclip.studies.decoupling.heads import VARIANTS
 
-    names = [a.name for a in study.ROWS]
-    assert len(set(names)) == len(names) == 9 and len(set(study.ROWS)) == 9
-    assert all(a.variant in VARIANTS and a.scoring in dc.SCORINGS for a in study.TRAINED)
-    assert study.FULL != study.UNTRAINED and (study.FULL.variant, study.FULL.scoring) == ("full", "softmax")
-    assert {a.scoring for a in study.TRAINED if a.variant == "full"} == {"softmax", "sigmoid+bias", "sigmoid+affine"}
+    names = [a.name for a in darms.ROWS]
+    assert len(set(names)) == len(names) == 9 and len(set(darms.ROWS)) == 9
+    assert all(a.variant in VARIANTS and a.scoring in dc.SCORINGS for a in darms.TRAINED)
+    assert darms.FULL != darms.UNTRAINED and (darms.FULL.variant, darms.FULL.scoring) == ("full", "softmax")
+    assert {a.scoring for a in darms.TRAINED if a.variant == "full"} == {"softmax", "sigmoid+bias", "sigmoid+affine"}
 
 
 def test_features_subset_and_partial_label_draws(tmp_path):
     from fgclip.partial_labels import load_masks
 
-    feats = study.Features(torch.arange(24.0).view(6, 1, 2, 2), torch.arange(12.0).view(6, 2))
+    feats = dfeat.Features(torch.arange(24.0).view(6, 1, 2, 2), torch.arange(12.0).view(6, 2))
     sub = feats.subset(np.array([1, 4]))
     assert sub.dense.shape == (2, 1, 2, 2) and sub.pooled[1].tolist() == [8.0, 9.0]
     labels = (np.random.default_rng(0).random((20, 3)) < 0.5).astype(np.int64)
-    masks, targets = study.partial_label_draws(labels, [0.1, 0.5], [3, 4], tmp_path)
+    masks, targets = ddata.partial_label_draws(labels, [0.1, 0.5], [3, 4], tmp_path)
     assert set(targets) == {(3, 0.1), (3, 0.5), (4, 0.1), (4, 0.5)}
     assert ((targets[3, 0.5] == -1) == ~masks[3][0.5]).all()
     saved, seed = load_masks(tmp_path / "known_masks_seed4.npz")
     assert seed == 4 and (saved[0.1] == masks[4][0.1]).all()
-    table = study.known_positive_table(labels, masks, ["a", "b", "c"], rows=np.arange(5))
+    table = ddata.known_positive_table(labels, masks, ["a", "b", "c"], rows=np.arange(5))
     assert table.shape == (3, 2)
 
 
 def _ap(rows, shift):
     """Per-category AP (n_seeds=3, C=8) for every (arm, ρ, kind): FULL above the rest by ``shift``."""
     rng = np.random.default_rng(0)
-    return {(arm, rho, kind): 0.5 + rng.normal(0, 0.01, (3, 8)) + (shift if arm == study.FULL else 0.0)
+    return {(arm, rho, kind): 0.5 + rng.normal(0, 0.01, (3, 8)) + (shift if arm == darms.FULL else 0.0)
             for arm in rows for rho in (0.1, 0.5) for kind in ("p", "s")}
 
 
 def test_scoring_and_summary_verdicts():
     from fgclip import verdicts
 
-    ap = _ap(study.ROWS, 0.2)
-    test_v = study.scoring_verdicts(ap, [0.1, 0.5], seed=0)
-    assert set(test_v) == {(c, r) for c in (study.FULL_BIAS, study.FULL_AFFINE) for r in (0.1, 0.5)}
+    ap = _ap(darms.ROWS, 0.2)
+    test_v = dcmp.scoring_verdicts(ap, [0.1, 0.5], seed=0)
+    assert set(test_v) == {(c, r) for c in (darms.FULL_BIAS, darms.FULL_AFFINE) for r in (0.1, 0.5)}
     assert all(v.verdict == verdicts.A_BETTER and v.arms[1] == c.scoring for (c, _), v in test_v.items())
-    summary = study.summary_verdicts(ap, [0.1, 0.5], seed=0)
+    summary = dcmp.summary_verdicts(ap, [0.1, 0.5], seed=0)
     assert [v.arms[1] for v in summary] == ["zero-shot", "untrained init", "logistic regression",
                                             "decoupling only", "prompts only", "s"]
     assert all(v.verdict == verdicts.A_BETTER for v in summary[:5])

@@ -9,7 +9,7 @@ from fgclip.methods.decoupling import (MultiLabelCLIPHead, SemanticDecoupling, c
                                        load_glove, score_probabilities, trainable_parameters)
 from fgclip.models import create_clip
 from fgclip.models.prompts import PromptLearner
-from fgclip.train.decoupling_head import VARIANTS, make_head
+from fgclip.studies.decoupling.heads import VARIANTS, make_head
 
 NAMES = ["circle", "star", "heart"]
 
@@ -108,7 +108,7 @@ def test_glove_loader(tmp_path):
 def test_fit_learns_separable_labels_and_predict_shapes():
     from fgclip.methods.decoupling import LinearProbe
     from fgclip.metrics.multilabel import mean_average_precision
-    from fgclip.train.decoupling_head import FitConfig, fit, predict
+    from fgclip.studies.decoupling.heads import FitConfig, fit, predict
 
     g = torch.Generator().manual_seed(0)
     pooled = torch.randn(120, 6, generator=g)

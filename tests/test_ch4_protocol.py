@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from fgclip.losses.asymmetric import score_gradients
 from fgclip.methods.decoupling import MultiLabelCLIPHead, score_log_probabilities
 from fgclip.metrics.multilabel import known_map
-from fgclip.train.decoupling_head import FitConfig, fit, fit_early_stopping, predict
-from fgclip.train.decoupling_study import (FreeText, choose, known_positive_table,
-                                           logistic_scores, planted_world, split_validation)
+from fgclip.studies.decoupling.arms import logistic_scores
+from fgclip.studies.decoupling.controls import FreeText, planted_world, score_gradients
+from fgclip.studies.decoupling.data import known_positive_table, split_validation
+from fgclip.studies.decoupling.heads import FitConfig, fit, fit_early_stopping, predict
+from fgclip.studies.decoupling.sweep import choose
 
 
 def _targets():
@@ -163,7 +164,7 @@ def test_square_transform_keeps_the_whole_image_and_cache_key(tmp_path):
     from PIL import Image
     from torchvision import transforms as T
 
-    from fgclip.train.decoupling_study import cached_features, feature_cache_path, square_transform
+    from fgclip.studies.decoupling.features import cached_features, feature_cache_path, square_transform
 
     pre = T.Compose([T.Resize(8), T.CenterCrop(8), T.ToTensor()])
     sq = square_transform(pre)
@@ -187,7 +188,7 @@ def test_square_transform_keeps_the_whole_image_and_cache_key(tmp_path):
 
 
 def test_label_matrix_difficult_policy():
-    from fgclip.train.decoupling_study import label_matrix
+    from fgclip.studies.decoupling.data import label_matrix
 
     objs = [[("cat", (0, 0, 1, 1)), ("dog", (0, 0, 1, 1))], [("cat", (0, 0, 1, 1)), ("cat", (0, 0, 2, 2))]]
     hard = [[False, True], [True, False]]
@@ -199,7 +200,7 @@ def test_label_matrix_difficult_policy():
 
 
 def test_init_gradients_table():
-    from fgclip.train.decoupling_study import init_gradients
+    from fgclip.studies.decoupling.controls import init_gradients
 
     text, x, y = _planted_calibrated(10.0, -3.0, 0.1, n=64)
     y = y.numpy().copy()

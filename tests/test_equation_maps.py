@@ -1,10 +1,11 @@
 """From equation to code: every chapter's labelled equations, the functions and tests they
 name, and the glued findings its prose cites all exist; chapters stay thin."""
-import importlib
 import re
 from pathlib import Path
 
 import pytest
+
+from conftest import resolve_dotted
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ["ch1_maximage", "ch2_clip4dm", "ch3_for", "ch4_decoupling"]
@@ -36,18 +37,7 @@ def _src_text() -> str:
     return "\n".join(p.read_text() for p in (ROOT / "src" / "fgclip").rglob("*.py"))
 
 
-def _resolve(dotted: str):
-    """The object a dotted name (module path, then attributes) names, or None."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            obj = getattr(obj, attr, None)
-        return obj
-    return None
+CODE_ROLE = r"\{(?:func|class|mod|meth|data|attr|obj)\}`~?(fgclip\.[\w.]+)`"  # a MyST role naming library code
 
 
 def _labels(text: str) -> list[str]:
@@ -70,12 +60,18 @@ def test_equation_maps_name_functions_and_tests_that_exist(name):
     defined = {lab for n in CHAPTERS for lab in _labels(_markdown(n))}
     for ref in re.findall(r"\{eq\}`([\w-]+)`", md):
         assert ref in defined, f"{name}: {{eq}}`{ref}` has no labelled equation"
-    for dotted in re.findall(r"\{func\}`(fgclip\.[\w.]+)`", md):
-        assert _resolve(dotted) is not None, f"{name}: {dotted} does not exist"
+    for dotted in re.findall(CODE_ROLE, md):
+        assert resolve_dotted(dotted) is not None, f"{name}: {dotted} does not exist"
     tests = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", md)
     assert tests, f"{name}: no equation -> function -> test map names a test"
     for path, test in tests:
         assert re.search(rf"^def {test}\(", (ROOT / path).read_text(), flags=re.M), f"{name}: {path}::{test} missing"
+
+
+def test_book_pages_name_code_that_exists():
+    for page in sorted((ROOT / "book").glob("*.md")):
+        for dotted in re.findall(CODE_ROLE, page.read_text()):
+            assert resolve_dotted(dotted) is not None, f"book/{page.name}: {dotted} does not exist"
 
 
 @pytest.mark.parametrize("name", CHAPTERS)

@@ -134,7 +134,7 @@ LOOP_RTOL = 0.03
 
 
 def _maximage_losses(precision: str) -> list[float]:
-    from fgclip.train.maximage_heads import TrainConfig, train_heads
+    from fgclip.studies.maximage.heads import TrainConfig, train_heads
     g = torch.Generator().manual_seed(0)
     img = nn.functional.normalize(torch.randn(48, 24, 4, 4, generator=g), dim=1)  # (N, D, h, w)
     words = torch.randn(48, 5, 16, generator=g)  # (N, L, Dt)
@@ -147,7 +147,7 @@ def _sumclip_losses(precision: str) -> list[float]:
     from open_clip.modified_resnet import AttentionPool2d
 
     from fgclip.methods.sumclip import SumClipHead, pool_memory
-    from fgclip.train.sumclip_head import HeadTrainConfig, train_head
+    from fgclip.studies.for_retrieval.head import HeadTrainConfig, train_head
     torch.manual_seed(0)
     pool = AttentionPool2d(spacial_dim=2, embed_dim=16, num_heads=2, output_dim=8)
     mem = pool_memory(pool, torch.randn(48, 16, 2, 2))
@@ -160,7 +160,7 @@ def _sumclip_losses(precision: str) -> list[float]:
 
 def _decoupling_losses(precision: str) -> list[float]:
     from fgclip.methods.decoupling import MultiLabelCLIPHead, SemanticDecoupling
-    from fgclip.train.decoupling_head import FitConfig, fit
+    from fgclip.studies.decoupling.heads import FitConfig, fit
     torch.manual_seed(0)
     words = nn.functional.normalize(torch.randn(3, 12), dim=-1)  # x_c
     hand = torch.randn(3, 16)  # text features of the hand prompt

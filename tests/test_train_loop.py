@@ -85,9 +85,9 @@ def test_bad_settings_and_empty_epochs_are_refused():
 
 
 def test_every_chapter_config_is_the_shared_one_with_its_loss_settings():
-    from fgclip.train.decoupling_head import FitConfig
-    from fgclip.train.maximage_heads import TrainConfig
-    from fgclip.train.sumclip_head import HeadTrainConfig
+    from fgclip.studies.decoupling.heads import FitConfig
+    from fgclip.studies.maximage.heads import TrainConfig
+    from fgclip.studies.for_retrieval.head import HeadTrainConfig
 
     for config in (TrainConfig, HeadTrainConfig, FitConfig):
         assert issubclass(config, HeadTraining)

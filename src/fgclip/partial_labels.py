@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from .fileio import atomic_write_bytes
-from .losses.asymmetric import UNKNOWN
+
+UNKNOWN = -1  # the target of an entry whose label is not known (1: positive, 0: negative)
 
 
 def known_masks(shape: tuple[int, int], proportions: list[float], seed: int

@@ -8,14 +8,14 @@ alone, so dL/ds_ic = 0 at an unknown entry. Under the paper's softmax over categ
 p_ic' = exp(s_ic') / sum_c exp(s_ic) depends on every s_ic of the image, so a known
 positive (i, c') pushes each unknown s_ic down with dL/ds_ic = -dL/dlog p_ic' * p_ic,
 exactly as it pushes a known negative: "known labels only" does not hold for the scores
-(:func:`score_gradients` measures it). The losses take probabilities p, not logits,
+(chapter 4 measures it: :func:`fgclip.studies.decoupling.controls.score_gradients`). The losses take probabilities p, not logits,
 because the paper applies P-ASL to its softmax-over-categories probabilities.
 """
 from __future__ import annotations
 
 import torch
 
-UNKNOWN = -1
+from ..partial_labels import UNKNOWN
 
 
 def _check(probs: torch.Tensor, targets: torch.Tensor) -> None:
@@ -72,24 +72,3 @@ def partial_bce(probs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Partial BCE: -(1/|K|) Σ_K [y log p + (1 - y) log(1 - p)], i.e. P-ASL with γ± = m = 0."""
     return partial_asymmetric_loss(probs, targets, 0.0, 0.0, 0.0)
 
-
-def score_gradients(scores: torch.Tensor, targets: torch.Tensor, scoring: str,
-                    gamma_pos: float = 1.0, gamma_neg: float = 2.0,
-                    clip: float = 0.05) -> dict[str, float]:
-    """Mean |dL/ds_ic| of P-ASL over known positives, known negatives and unknown entries.
-
-    scores s (B, C) (the head's scores, detached here), targets (B, C) in {1, 0, -1};
-    p = softmax_c(s) or σ(s) by ``scoring`` (``fgclip.methods.decoupling.SCORINGS``).
-    Under a sigmoid the unknown entries get exactly zero; under the softmax they do not.
-    """
-    from ..methods.decoupling import score_probabilities
-
-    s = scores.detach().float().clone().requires_grad_(True)  # (B, C)
-    t = torch.as_tensor(targets, dtype=torch.long)
-    loss = partial_asymmetric_loss(score_probabilities(s, scoring), t, gamma_pos, gamma_neg, clip)
-    (grad,) = torch.autograd.grad(loss, s)  # (B, C)
-    out = {}
-    for name, value in (("known positive", 1), ("known negative", 0), ("unknown", UNKNOWN)):
-        sel = t == value
-        out[name] = float(grad[sel].abs().mean()) if sel.any() else float("nan")
-    return out

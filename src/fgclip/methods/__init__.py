@@ -1,1 +1,2 @@
-"""One module per paper: the method each chapter implements (import from the module)."""
+"""One module per paper, only what its equations define (import from the module); how each
+chapter runs it is in :mod:`fgclip.studies`."""

@@ -22,7 +22,6 @@ Baselines: leave-one-word-out (the score change when word j is deleted) and a ra
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable, Hashable, Mapping, Sequence, TypeVar
 
@@ -33,6 +32,7 @@ from ..models.attention import capture_attention
 from ..models import tokens as bpe  # BPE tokens -> words, shared with chapter 1
 from ..models.factory import Clip
 from ..models.images import encode_image_rows
+from ..models.text import bpe_encoder, encode_text_trimmed, tokenize_words
 
 K = TypeVar("K", bound=Hashable)
 TEMPLATE = "A photo depicts "  # CLIPScore's prompt, prepended by the paper's code too
@@ -154,40 +154,8 @@ def word_token_counts(text: str, encode: Callable[[str], list[int]]) -> list[int
 
 def caption_fits(clip: Clip, captions: Sequence[str], template: str = TEMPLATE) -> np.ndarray:
     """(N,) bool: template + caption has at most context - 2 BPE tokens ([SOT], [EOT])."""
-    encode, context = _encode(clip), getattr(clip.model, "context_length", 77)
+    encode, context = bpe_encoder(clip), getattr(clip.model, "context_length", 77)
     return np.array([len(encode(template + c)) + 2 <= context for c in captions], dtype=bool)
-
-
-def _encode(clip: Clip) -> Callable[[str], list[int]]:
-    """The BPE encode() of the clip's tokenizer, memoised per text (ftfy cleaning dominates)."""
-    inner = getattr(clip.tokenizer, "tokenizer", clip.tokenizer)  # open_clip's SimpleTokenizer
-    if not hasattr(inner, "encode"):
-        raise TypeError(f"{clip.name}: tokenizer has no BPE encode(); word merging needs one")
-    cached = getattr(inner, "_fgclip_encode", None)
-    if cached is None:
-        cached = functools.lru_cache(maxsize=100_000)(lambda text: tuple(inner.encode(text)))
-        inner._fgclip_encode = cached
-    return lambda text: list(cached(text))
-
-
-def tokenize_words(clip: Clip, word_lists: Sequence[Sequence[str]]) -> torch.Tensor:
-    """(N, context) token ids of the texts " ".join(words), built from memoised per-word BPE
-    codes ([SOT] + codes + [EOT], truncated and padded as open_clip does); falls back to the
-    clip's own tokenizer when it is not a plain open_clip SimpleTokenizer."""
-    inner = getattr(clip.tokenizer, "tokenizer", clip.tokenizer)
-    sot, eot = getattr(inner, "sot_token_id", None), getattr(inner, "eot_token_id", None)
-    context = getattr(inner, "context_length", None)
-    if sot is None or eot is None or not context or getattr(inner, "reduction_fn", None) is not None:
-        return clip.tokenizer([" ".join(ws) for ws in word_lists])
-    encode = _encode(clip)
-    out = torch.zeros(len(word_lists), context, dtype=torch.long)
-    for i, ws in enumerate(word_lists):
-        ids = [sot] + [c for w in ws for c in encode(w)] + [eot]
-        if len(ids) > context:
-            ids = ids[:context]
-            ids[-1] = eot
-        out[i, :len(ids)] = torch.tensor(ids)
-    return out
 
 
 def encode_pair_images(clip: Clip, images: torch.Tensor, n_captions: int,
@@ -210,25 +178,6 @@ def encode_pair_images(clip: Clip, images: torch.Tensor, n_captions: int,
         feats = encode_image_rows(clip, images, lambda x: {"f": clip.model.encode_image(x)},
                                   batch_size, device)["f"]
     return torch.nn.functional.normalize(feats, dim=-1)[index.to(feats.device)]  # (N, D)
-
-
-def encode_text_trimmed(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """open_clip's ``CLIP.encode_text`` on the first T = max_b eos_b + 1 positions only.
-
-    With a causal mask and EOT ('argmax') pooling, positions after a caption's EOT never
-    reach its pooled output, so the result equals the full-context pass (tested to 1e-5)
-    at a fraction of the cost. Falls back to ``encode_text`` for any other text tower.
-    """
-    if getattr(model, "attn_mask", None) is None or getattr(model, "text_pool_type", None) != "argmax":
-        return model.encode_text(tokens)
-    eos = tokens.argmax(dim=-1)  # (B,)
-    t = int(eos.max()) + 1
-    cast = model.transformer.get_cast_dtype()
-    x = model.token_embedding(tokens[:, :t]).to(cast) + model.positional_embedding[:t].to(cast)
-    x = model.ln_final(model.transformer(x, attn_mask=model.attn_mask[:t, :t]))  # (B, T, W)
-    x = x[torch.arange(x.shape[0], device=x.device), eos]
-    proj = model.text_projection
-    return x if proj is None else proj(x) if isinstance(proj, torch.nn.Linear) else x @ proj
 
 
 def _text_eos(clip: Clip, tokens: torch.Tensor) -> torch.Tensor:
@@ -255,7 +204,7 @@ def clip4dm_variants(clip: Clip, images: torch.Tensor, captions: Sequence[str],
     if not cfgs:
         raise ValueError("clip4dm: no attribution config given")
     texts = [template + c for c in captions]
-    encode, n_template = _encode(clip), len(template.split())
+    encode, n_template = bpe_encoder(clip), len(template.split())
     counts = [word_token_counts(t, encode) for t in texts]
     context = getattr(clip.model, "context_length", 77)
     for t, c in zip(texts, counts):

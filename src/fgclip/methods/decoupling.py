@@ -19,7 +19,7 @@ with a learnable scale t (started at SigLIP's t = 10) and offset β (a second co
 CLIP's frozen 1/τ near 100 a sigmoid saturates, which the shift-invariant softmax does not
 feel; this sigmoid picks its own temperature). β starts at -1/τ (bias) or -10 (affine);
 :meth:`MultiLabelCLIPHead.calibrate` moves it to -mean(s) on the training features, and
-``fgclip.train.decoupling_head.fit`` trains these scalars with their own learning rate, so the
+``fgclip.studies.decoupling.heads.fit`` trains these scalars with their own learning rate, so the
 controls can actually reach a calibrated threshold within a short budget.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from torchmetrics.classification import MultilabelAveragePrecision
 
-from ..losses.asymmetric import UNKNOWN
+from ..partial_labels import UNKNOWN
 
 
 def _as_tensors(scores, targets) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,11 +13,12 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..losses.matching import set_loss
-from ..methods.sumclip import PoolMemory, SumClipHead, pool_memory
-from ..models import Clip, encode_image_dense, encode_image_rows
-from ..precision import autocast_context
-from .loop import HeadTraining, seeded_batches, train_loop
+from ...losses.matching import set_loss
+from ...methods.cluster_clip import cluster_clip_embeddings
+from ...methods.sumclip import PoolMemory, SumClipHead, pool_memory
+from ...models import Clip, encode_image_dense, encode_image_rows
+from ...precision import autocast_context
+from ...train.loop import HeadTraining, seeded_batches, train_loop
 
 
 @dataclass
@@ -146,8 +147,6 @@ def encode_images_sumclip(clip: Clip, head: SumClipHead, images: np.ndarray,
 def encode_images_cluster(clip: Clip, images: np.ndarray, k: int, seed: int = 0,
                           batch_size: int = 128) -> torch.Tensor:
     """Visual inference with Cluster-CLIP: images -> (I, k + 1, D); backbone, dense, k-means."""
-    from ..methods.cluster_clip import cluster_clip_embeddings
-
     def clusters(x: torch.Tensor) -> dict[str, torch.Tensor]:
         f = encode_image_dense(clip.model, x)
         return {"e": cluster_clip_embeddings(f.dense, f.pooled, k, seed)}  # (b, k + 1, D)

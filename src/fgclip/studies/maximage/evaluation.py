@@ -17,12 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 
-from .. import verdicts
-from ..metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point,
-                                pointing_hit)
-from .maximage import MaxImageHeads
+from ... import verdicts
+from ...methods.maximage import MaxImageHeads
+from ...metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point, pointing_hit,
+                                 random_points)
+from .heads import head_word_points, phrase_points, project_images
 
 Point = tuple[float, float]
 
@@ -152,8 +154,6 @@ def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]],
 @torch.no_grad()
 def model_points(heads: MaxImageHeads, data, mode: str = "vector") -> list[Point]:
     """The heads' argmax point for every phrase of a split (parse ``mode``)."""
-    from ..train.maximage_heads import phrase_points, project_images
-
     return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode)
 
 
@@ -171,8 +171,6 @@ def centre_share(points: Sequence[Point], data, keep: np.ndarray) -> np.ndarray:
 
 def random_draw_points(data, seed: int) -> list[Point]:
     """One seeded draw of the random-point baseline, one uniform point per phrase."""
-    from ..metrics.pointing import random_points
-
     c = data.corpus
     return random_points([c.image_hw[ph.image] for ph in c.phrases], seed)
 
@@ -188,8 +186,6 @@ def floor_scores(data, keep: np.ndarray, seeds: Sequence[int],
     """Every caption-blind floor as (n_seeds, n_kept) scores on the kept phrases: centre
     point, object pointer and random point (exact expectations, repeated over seeds), one
     random draw per seed, and each seed's caption-blind saliency (:func:`saliency_points`)."""
-    from ..train.maximage_heads import project_images
-
     rep = lambda x: np.tile(x, (len(seeds), 1))  # noqa: E731  (deterministic arm)
     return {"centre point": rep(hits(centre_points(data), data, keep)),
             "object pointer": rep(object_pointer_expectation(data, keep)),
@@ -250,8 +246,6 @@ def selectivity_scores(heads_per_seed: Sequence[MaxImageHeads], data,
                        pairs: Sequence[tuple[int, int]]) -> np.ndarray:
     """(n_seeds, n_pairs) token selectivity (:func:`selectivity_hits`) of each seed's heads,
     each phrase read through its head noun's map."""
-    from ..train.maximage_heads import head_word_points, project_images
-
     ids = sorted({k for p in pairs for k in p})
     return np.stack([selectivity_hits(head_word_points(h, project_images(h, data.img), data.words,
                                                        data.corpus, ids), pairs, data.corpus)
@@ -286,10 +280,8 @@ class ArmJudge:
 
 
 def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
-               strata: Mapping[str, np.ndarray]) -> "pd.DataFrame":
+               strata: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """One row per (arm, seed): the arm's mean score on the phrases of each stratum."""
-    import pandas as pd
-
     return pd.DataFrame([dict(arm=a, seed=s, **{k: x[j][m].mean() for k, m in strata.items()})
                          for a, x in scores.items() for j, s in enumerate(seeds)])
 

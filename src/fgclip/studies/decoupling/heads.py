@@ -1,4 +1,5 @@
-"""Training a multi-label head on cached frozen-CLIP features with a partial-label loss."""
+"""Chapter 4's heads on cached frozen-CLIP features: the variants of the framework, trained with
+the partial-label loss through the one loop (early-stopped on validation), and their predictions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,9 +9,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..losses.asymmetric import partial_asymmetric_loss
-from ..models import encode_image_dense, encode_image_rows
-from .loop import HeadTraining, seeded_batches, train_loop
+from ...losses.asymmetric import partial_asymmetric_loss
+from ...methods.decoupling import LinearProbe, MultiLabelCLIPHead, SemanticDecoupling, score_log_probabilities
+from ...metrics.multilabel import known_map
+from ...models.prompts import PromptLearner
+from ...train.loop import HeadTraining, seeded_batches, train_loop
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,6 @@ def fit_early_stopping(head: nn.Module, dense: torch.Tensor, pooled: torch.Tenso
     """:func:`fit` for up to cfg.epochs, scoring validation mAP (on log p, known validation
     entries only) after every epoch, stopping early after ``cfg.patience`` epochs without
     a new best (when > 0); the head ends with its best epoch's parameters."""
-    from ..metrics.multilabel import known_map
-
     maps, best_state = [], None
 
     def score(row: dict) -> bool:
@@ -112,8 +113,6 @@ def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_si
             device: str = "cpu") -> Prediction:
     """Scores s (N, C), the paper's prediction log p (N, C) (log-softmax or log-sigmoid of s
     by the head's scoring) and, for a decoupling head, attention maps (N, C, h, w)."""
-    from ..methods.decoupling import score_log_probabilities
-
     head.eval()
     scores, maps = [], []
     for start in range(0, len(dense), batch_size):
@@ -140,9 +139,6 @@ def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[
     context (initialised to the hand prompt's words) vs the global feature; decoupling
     only: decoupled features vs the hand-prompt text; full: decoupling + prompts.
     """
-    from ..methods.decoupling import LinearProbe, MultiLabelCLIPHead, SemanticDecoupling
-    from ..models.prompts import PromptLearner
-
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     torch.manual_seed(seed)
@@ -161,16 +157,3 @@ def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[
         if variant in ("decoupling only", "full") else None
     return MultiLabelCLIPHead(word_vectors, None if prompts is not None else hand, prompts,
                               decoupling, tau, scoring).to(device)
-
-
-def encode_image_files(clip, paths: list, batch_size: int = 128, device: str = "cpu",
-                       transform=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Frozen dense (N, D, h, w) and pooled (N, D) features of image files, through
-    ``transform`` (default: the model's own open_clip eval transform), on the CPU."""
-    def dense_and_pooled(x: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = encode_image_dense(clip.model, x)
-        return {"dense": out.dense.float().cpu(), "pooled": out.pooled.float().cpu()}
-
-    out = encode_image_rows(clip, paths, dense_and_pooled, batch_size, device,
-                            transform=transform or clip.preprocess, desc="encode images")
-    return out["dense"], out["pooled"]

@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from ..methods.maximage import MaxImageHeads
-from ..methods.maximage_eval import shuffled_caption_image
-from ..models import Clip
-from .maximage_data import Split, load_split, subset_split
-from .maximage_heads import TrainConfig, make_heads, train_heads
+from ...methods.maximage import MaxImageHeads
+from ...models import Clip
+from .data import Split, load_split, subset_split
+from .evaluation import shuffled_caption_image
+from .heads import TrainConfig, make_heads, train_heads
 
 
 class Splits(NamedTuple):

@@ -3,7 +3,7 @@ frozen features cached once.
 
 The frozen parts: the CLIP image tower's dense grid (``encode_image_dense``) and the CLIP
 text tower's word features, stored ragged (:class:`WordBank`). The heads trained on them
-are in :mod:`fgclip.train.maximage_heads`.
+are in :mod:`fgclip.studies.maximage.heads`.
 """
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..datasets import FlickrRecord, read_flickr30k_entities_image
-from ..datasets._files import read_id_list
-from ..methods.maximage import word_token_spans
-from ..metrics.pointing import contains_center
-from ..models import Clip, encode_image_dense, encode_image_rows
-from ..models import tokens as bpe
-from ..models.images import load_images  # stretched, not cropped: a map cell covers the same content
-from ..models.dense import collect_rows
+from ...datasets import FlickrRecord, read_flickr30k_entities_image
+from ...datasets._files import read_id_list
+from ...methods.maximage import word_token_spans
+from ...metrics.pointing import contains_center
+from ...models import Clip, encode_image_dense, encode_image_rows
+from ...models import tokens as bpe
+from ...models.images import load_images  # stretched, not cropped: a map cell covers the same content
+from ...models.dense import collect_rows
 
 WORD_FEATURES = ("embedding", "contextual")
 
@@ -277,9 +277,9 @@ def flickr_data_root(data_root: str | Path, world, seed: int, sizes: dict[str, i
     exported in that format under ``data_root/toy-<digest>/``, keyed by the world's
     configuration, the seed and the sizes (:func:`fgclip.toyworld.cache.toy_export`), so a
     rerun with another seed, size or world gets its own data."""
-    from ..toyworld import generate
-    from ..toyworld.cache import toy_export
-    from ..toyworld.export import export_flickr30k_entities, write_toyworld_meta
+    from ...toyworld import generate
+    from ...toyworld.cache import toy_export
+    from ...toyworld.export import export_flickr30k_entities, write_toyworld_meta
 
     def export(folder: Path) -> None:
         for split, n in sizes.items():

@@ -16,16 +16,16 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .. import verdicts
-from ..methods import maximage_eval as ev
-from ..methods.maximage import MaxImageHeads
-from .maximage_data import Split
+from ... import verdicts
+from ...methods.maximage import MaxImageHeads
+from . import evaluation as ev
+from .data import Split
 
 Point = tuple[float, float]
 
 
 class BiasSweep(NamedTuple):
-    table: pd.DataFrame  # one row per (train_bias, seed): :func:`maximage_eval.bias_records`
+    table: pd.DataFrame  # one row per (train_bias, seed): :func:`fgclip.studies.maximage.evaluation.bias_records`
     on_zero: dict[float, np.ndarray]  # train bias -> (S, K0) hits on the bias-0 test
     share_zero: dict[float, np.ndarray]  # train bias -> (S, K0) 1[argmax in the centre cells]
     zero: Split | None  # the bias-0 test split (None when the sweep did not run)

@@ -1,5 +1,5 @@
 """Chapter 1's heads: the MaxImage heads trained by bidirectional retrieval on cached
-features (:mod:`fgclip.train.maximage_data`), their maps, and the pointing game on every
+features (:mod:`fgclip.studies.maximage.data`), their maps, and the pointing game on every
 phrase with a box, with its centre and random-point baselines.
 """
 from __future__ import annotations
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..datasets.boxes import scale_boxes
-from ..losses.ranking import npair_loss, same_text_mask, triplet_loss
-from ..methods.maximage import PARSE_MODES, MaxImageHeads, pair_scores
-from ..metrics.pointing import (PhrasePointing, argmax_point, center_point, phrase_pointing,
-                               pointing_hit, random_points)
-from .loop import HeadTraining, train_loop
-from .maximage_data import Corpus, Split, WordBank
+from ...datasets.boxes import scale_boxes
+from ...losses.ranking import npair_loss, same_text_mask, triplet_loss
+from ...methods.maximage import PARSE_MODES, MaxImageHeads, pair_scores
+from ...metrics.pointing import (PhrasePointing, argmax_point, center_point, phrase_pointing,
+                                 pointing_hit, random_points)
+from ...train.loop import HeadTraining, train_loop
+from .data import Corpus, Split, WordBank
 
 LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
 

@@ -1,0 +1,174 @@
+"""Chapter 2's comparisons: the per-caption unit table of all test draws and every verdict
+the chapter states (localization, F-CLIPScore, the CLIPScore quartiles, the transfer of ε)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ... import verdicts
+from ...methods.clip4dm import AttributionConfig, Attributions, f_clip_score
+from ...metrics.misalignment import caption_f1, group_contrast
+from .arms import F_NAMES, MAIN, Draw
+from .selection import Epsilons, tune_eps_f1, tune_eps_for_ap
+from .units import ap_units, build_units, compare_units, labels_of, subset
+
+
+def unit_table(draws: dict[int, Draw], arms: dict[str, AttributionConfig], rng: np.random.Generator,
+               eps: Epsilons) -> pd.DataFrame:
+    """Per-caption units of all test draws (:func:`~fgclip.studies.clip4dm.units.build_units`):
+    every arm, leave-one-word-out on the foils, the random content word, F-CLIPScore forms."""
+    return pd.concat([build_units(d.rows, {m: d.attr[cfg] for m, cfg in arms.items()}, MAIN, rng,
+                                  eps.forms, eps.f1, partial={"leave-one-word-out": (d.loo, d.foil)})
+                      for d in draws.values()], ignore_index=True)
+
+
+def headline_type(units: pd.DataFrame) -> str:
+    """The foil type of the headline: shape foils (nouns replaced, as in real FOIL) when the
+    toy world made them, else every foil of a real FOIL file ('foil')."""
+    return "shape" if units.foil_type.eq("shape").any() else "foil"
+
+
+def foil_types(units: pd.DataFrame) -> list[str]:
+    """The foil types present, sorted (originals excluded)."""
+    return sorted(set(units.foil_type) - {"original"})
+
+
+def la_verdict(units: pd.DataFrame, a: str, b: str, where, what: str, seed: int) -> verdicts.Verdict:
+    """LA of arm ``a`` against arm ``b`` on the foil captions where ``where``."""
+    return compare_units(units, units[f"hit|{a}"], units[f"hit|{b}"], where, claim=f"LA on {what}",
+                         arms=(a, b), unit="foil captions", seed=seed)
+
+
+def la_verdicts(units: pd.DataFrame, seed: int) -> list[verdicts.Verdict]:
+    """CLIP4DM's LA against the random content word and leave-one-word-out on the headline
+    foils; against leave-one-word-out, its ReLU twin and GAE on all foils; against the
+    random content word on each other foil type."""
+    head, types = headline_type(units), foil_types(units)
+    is_foil, on_head = units.foil_type.ne("original").to_numpy(), units.foil_type.eq(head).to_numpy()
+    out = [la_verdict(units, MAIN, "random content word", on_head, f"{head} foils", seed),
+           la_verdict(units, MAIN, "leave-one-word-out", on_head, f"{head} foils", seed),
+           la_verdict(units, MAIN, "leave-one-word-out", is_foil, "all foils", seed),
+           la_verdict(units, MAIN, f"{MAIN} + ReLU", is_foil, "all foils (the ReLU alone)", seed),
+           la_verdict(units, MAIN, "GAE", is_foil, "all foils", seed)]
+    return out + [la_verdict(units, MAIN, "random content word", units.foil_type.eq(t).to_numpy(), f"{t} foils", seed)
+                  for t in types if t != head]
+
+
+def ap_verdicts(units: pd.DataFrame, seed: int) -> list[verdicts.Verdict]:
+    """Each F-CLIPScore form against CLIPScore: per-original AP of originals above foils."""
+    is_foil, orig = units.foil_type.ne("original").to_numpy(), units.foil_type.eq("original").to_numpy()
+    ap = {f: ap_units(units, units[f"F|{f}"], is_foil) for f in [*F_NAMES, "CLIPScore"]}
+    return [compare_units(units, ap[f], ap["CLIPScore"], orig, arms=(name, "CLIPScore"),
+                          claim="AP of originals above foils (per-original precision)",
+                          unit="original captions", seed=seed) for f, name in F_NAMES.items()]
+
+
+def colour_word_verdict(units: pd.DataFrame, seed: int) -> verdicts.Verdict:
+    """On original captions: is the most negative word a colour word more often than a
+    uniformly drawn word is?"""
+    orig = units.foil_type.eq("original").to_numpy()
+    return compare_units(units, units.role.eq("colour").astype(float), units["random role share"], orig,
+                         claim="on original captions, the most negative word is a colour word",
+                         arms=("CLIP4DM's most negative word", "a random word"),
+                         unit="original captions", seed=seed)
+
+
+def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str],
+                      seed: int) -> list[verdicts.Verdict]:
+    """Within each foil type, LA and word AUC of the highest vs the lowest CLIPScore
+    quartile (quartiles of each draw's foils of that type), through ``group_contrast``."""
+    out = []
+    for t in types:
+        for metric, col in (("LA", f"hit|{method}"), ("word AUC", f"auc|{method}")):
+            a, b = np.full(len(units), np.nan), np.full(len(units), np.nan)
+            for s in units.seed.unique():
+                sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy()
+                                     & units[col].notna().to_numpy())
+                q = pd.qcut(units.cos.to_numpy()[sel], 4, labels=False)
+                a[sel], b[sel] = group_contrast(units[col].to_numpy()[sel], q == 3, q == 0)
+            out.append(compare_units(units, a, b, ~np.isnan(a), claim=f"{metric} on {t} foils by CLIPScore quartile",
+                                     arms=("highest quartile", "lowest quartile"),
+                                     unit=f"{t} foil captions", seed=seed))
+    return out
+
+
+def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: pd.DataFrame,
+                      val_attr: Attributions, types: Sequence[str], seed: int
+                      ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
+    """Threshold transfer across foil types: for target type t, ε tuned on val foils of t
+    ("own ε") vs ε tuned on the val foils of the other types ("transferred ε"), as word F1
+    on test foils of t and as the AP of threshold-mode F-CLIPScore (originals vs t foils).
+    ``attrs[s]`` are the main method's attributions of draw s, rows in ``units`` order."""
+    vt, orig = val.foil_type.to_numpy(), val.foil_type.eq("original").to_numpy()
+    val_labels = labels_of(val_attr, val)
+    w_all = [w for s in sorted(attrs) for w in attrs[s].w]
+    cos_all = np.concatenate([attrs[s].cos for s in sorted(attrs)])
+    lab_all = [y for s in sorted(attrs) for y in labels_of(attrs[s], units[units.seed == s])]
+    out, chosen = [], []
+    for t in types:
+        others = [u for u in types if u != t]
+        e_f1 = {"own": tune_eps_f1(val_attr, val_labels, vt == t),
+                "transferred": tune_eps_f1(val_attr, val_labels, np.isin(vt, others))}
+        e_ap = {"own": tune_eps_for_ap(subset(val_attr, orig | (vt == t)), orig[orig | (vt == t)], "threshold"),
+                "transferred": tune_eps_for_ap(subset(val_attr, orig | np.isin(vt, others)),
+                                               orig[orig | np.isin(vt, others)], "threshold")}
+        is_t = units.foil_type.eq(t).to_numpy()
+        f1 = {k: np.array([caption_f1(w, y, e) if m else np.nan for w, y, m in zip(w_all, lab_all, is_t)])
+              for k, e in e_f1.items()}
+        ap = {k: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], is_t)
+              for k, e in e_ap.items()}
+        out.append(compare_units(units, f1["own"], f1["transferred"], is_t, claim=f"word F1 on {t} foils",
+                                 arms=("own ε", "transferred ε"), unit=f"{t} foil captions", seed=seed))
+        out.append(compare_units(units, ap["own"], ap["transferred"], ~np.isnan(ap["own"]),
+                                 claim=f"F-CLIPScore (threshold) AP, originals vs {t} foils",
+                                 arms=("own ε", "transferred ε"), unit="original captions", seed=seed))
+        chosen.append({"type": t, **{f"ε F1 {k}": v for k, v in e_f1.items()},
+                       **{f"ε AP {k}": v for k, v in e_ap.items()}})
+    return out, pd.DataFrame(chosen).set_index("type")
+
+
+def transfer(units: pd.DataFrame, draws: dict[int, Draw], main: AttributionConfig, val: pd.DataFrame,
+             val_attr: Attributions, seed: int) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
+    """:func:`~fgclip.studies.clip4dm.comparisons.transfer_verdicts` of the chosen rule; nothing
+    (no verdicts, an empty table) when there is a single foil type to transfer across."""
+    types = foil_types(units)
+    if len(types) < 2:
+        return [], pd.DataFrame()
+    return transfer_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, val, val_attr, types, seed)
+
+
+PAPER_EPSILONS = {"FOIL": -5e-5, "Rich-HF": -1e-5}  # the paper's thresholds for the two benchmarks
+
+
+def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], seed: int,
+                           eps: dict[str, float] = PAPER_EPSILONS
+                           ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
+    """The reviewers' transfer test with the paper's own two thresholds: word F1 on foil
+    captions and the AP of threshold-mode F-CLIPScore (originals above foils) at FOIL's ε
+    against Rich-HF's ε, on the same attributions (``attrs[s]`` rows in ``units`` order).
+    Also returns, per ε, the share of words it flags on foil and on original captions."""
+    (name_a, e_a), (name_b, e_b) = eps.items()
+    w_all = [w for s in sorted(attrs) for w in attrs[s].w]
+    cos_all = np.concatenate([attrs[s].cos for s in sorted(attrs)])
+    lab_all = [y for s in sorted(attrs) for y in labels_of(attrs[s], units[units.seed == s])]
+    foil = units.foil_type.ne("original").to_numpy()
+    f1 = {e: np.array([caption_f1(w, y, e) if m else np.nan for w, y, m in zip(w_all, lab_all, foil)])
+          for e in (e_a, e_b)}
+    ap = {e: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], foil)
+          for e in (e_a, e_b)}
+    arms = (f"ε = {e_a:g} ({name_a})", f"ε = {e_b:g} ({name_b})")
+    out = [compare_units(units, f1[e_a], f1[e_b], foil, claim="word F1 on foil captions", arms=arms,
+                         unit="foil captions", seed=seed),
+           compare_units(units, ap[e_a], ap[e_b], ~np.isnan(ap[e_a]), claim="F-CLIPScore (threshold) AP, "
+                         "originals vs foils", arms=arms, unit="original captions", seed=seed)]
+    flagged = pd.DataFrame({f"{n} ε = {e:g}": {
+        kind: float(np.mean(np.concatenate([np.asarray(w) < e for w, m in zip(w_all, foil) if m == is_foil])))
+        for kind, is_foil in (("foil captions", True), ("original captions", False))} for n, e in eps.items()})
+    return out, flagged.rename_axis("share of words flagged")
+
+
+def clauses(vs: Sequence[verdicts.Verdict]) -> str:
+    """Several verdicts as one Markdown string of '<claim>: <brief>' clauses, for prose."""
+    return "; ".join(f"{v.claim}: {v.brief()}" for v in vs) or "not tested here"

@@ -1,0 +1,168 @@
+"""Chapter 2's units: one row per caption, clustered by its image, and the comparison on them.
+
+Units are captions, clustered by their image (an image's original and foils move together
+in the bootstrap); the seeds are the test draws (:mod:`fgclip.studies.clip4dm.data`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ... import verdicts
+from ...methods.clip4dm import Attributions, clip_score, f_clip_score
+from ...metrics.misalignment import ap_contributions, caption_auc, caption_f1, foil_ap, most_negative, span_labels
+from ...toyworld import COLORS, COUNT_WORDS, RELATIONS, SHAPES, SIZE_WORDS
+
+STOPWORDS = frozenset("a an the of to on in at and with is are".split())
+
+
+def word_role(word: str) -> str:
+    """The slot a toy-caption word fills (colour, shape, relation/position, count, size,
+    function word); 'other' for anything else (real captions)."""
+    table = ((COLORS, "colour"), (SHAPES, "shape"), (RELATIONS, "relation/position"),
+             (COUNT_WORDS, "count"), (SIZE_WORDS, "size"), (STOPWORDS, "function word"))
+    return next((name for vocab, name in table if word.lower() in vocab), "other")
+
+
+def labels_of(attr: Attributions, df: pd.DataFrame) -> list[np.ndarray]:
+    """Span labels of every caption (multi-word foils labelled whole)."""
+    return [span_labels(src, None if np.isnan(st) else int(st), max(int(n), 1))
+            for src, st, n in zip(attr.source, df.start, df.length)]
+
+
+def localization_units(attr: Attributions, df: pd.DataFrame, rng: np.random.Generator
+                       ) -> pd.DataFrame:
+    """Per caption: hit (the most negative word lies in the foil span; NaN for originals),
+    tie (argmin was tied and broken at random), caption AUC and the argmin word's role."""
+    labels, out = labels_of(attr, df), []
+    for w, y, words in zip(attr.w, labels, attr.words):
+        j, tie = most_negative(w, rng)
+        out.append(dict(hit=float(y[j]) if y.any() else np.nan, tie=tie, auc=caption_auc(w, y),
+                        role=word_role(words[j])))
+    return pd.DataFrame(out, index=df.index)
+
+
+def random_content_hit(words: Sequence[str], y: np.ndarray) -> float:
+    """Expected hit of a uniformly drawn content word (stop words excluded when any other
+    word is left): |span ∩ content| / |content|; NaN for an original caption."""
+    y = np.asarray(y, dtype=bool)
+    if not y.any():
+        return float("nan")
+    content = np.array([w.lower() not in STOPWORDS for w in words])
+    content = content if content.any() else np.ones_like(content)
+    return float((y & content).sum() / content.sum())
+
+
+def f_scores(attr: Attributions, eps: dict[str, float | None]) -> dict[str, np.ndarray]:
+    """F-CLIPScore of every pair in each form of ``eps`` ({form: ε}), plus CLIPScore."""
+    out = {form: np.array([f_clip_score(float(c), w, e, form) for c, w in zip(attr.cos, attr.w)])
+           for form, e in eps.items()}
+    out["CLIPScore"] = clip_score(attr.cos)
+    return out
+
+
+def seed_matrix(units: pd.DataFrame, values, where) -> np.ndarray:
+    """(n_seeds, n_rows) with row u's value in its own seed's row and NaN elsewhere, for
+    the rows where ``where``; the seeds are independent test draws, not paired units."""
+    sub = units[np.asarray(where, dtype=bool)]
+    vals = np.asarray(values, dtype=np.float64)[np.asarray(where, dtype=bool)]
+    seeds = sorted(units.seed.unique())
+    mat = np.full((len(seeds), len(sub)), np.nan)
+    for k, s in enumerate(seeds):
+        mat[k, (sub.seed == s).to_numpy()] = vals[(sub.seed == s).to_numpy()]
+    return mat
+
+
+def compare_units(units: pd.DataFrame, a, b, where, *, claim: str, arms: tuple[str, str],
+                  unit: str, seed: int, higher_is_better: bool = True) -> verdicts.Verdict:
+    """:func:`fgclip.verdicts.compare` on per-caption values a, b (arrays over ``units``
+    rows) restricted to ``where``, seeds = test draws, captions clustered by image."""
+    where = np.asarray(where, dtype=bool) & ~np.isnan(np.asarray(a, dtype=float)) \
+        & ~np.isnan(np.asarray(b, dtype=float))
+    return verdicts.compare(seed_matrix(units, a, where), seed_matrix(units, b, where),
+                            claim=claim, arms=arms, unit=unit,
+                            clusters=units.cluster[where].to_numpy(), cluster_unit="images",
+                            seed=seed, higher_is_better=higher_is_better)
+
+
+def per_seed(units: pd.DataFrame, where, fn) -> np.ndarray:
+    """Apply ``fn(rows of one seed) -> (len(rows),) array`` seed by seed; NaN outside where."""
+    out = np.full(len(units), np.nan)
+    where = np.asarray(where, dtype=bool)
+    for s in units.seed.unique():
+        sel = where & (units.seed == s).to_numpy()
+        if sel.any():
+            out[sel] = fn(units[sel])
+    return out
+
+
+def subset(attr: Attributions, keep) -> Attributions:
+    """The captions of ``attr`` where ``keep`` (bool mask)."""
+    idx = np.flatnonzero(np.asarray(keep, dtype=bool))
+    return Attributions([attr.words[i] for i in idx], [attr.w[i] for i in idx], attr.cos[idx],
+                        None if attr.source is None else [attr.source[i] for i in idx])
+
+
+def build_units(df: pd.DataFrame, attrs: dict[str, Attributions], main: str,
+                rng: np.random.Generator, eps: dict[str, float | None], eps_f1: float,
+                partial: dict[str, tuple[Attributions, np.ndarray]] | None = None) -> pd.DataFrame:
+    """One row per caption of one test draw: for every method m of ``attrs`` the columns
+    hit|m, tie|m, auc|m; the random content word's expected hit; cos; F|<form> and
+    F|CLIPScore; the role of the main method's argmin; the share of words flagged at
+    ``eps_f1`` and the caption's word F1 there. ``partial[m] = (attributions, mask)``
+    adds a method scored on the rows where mask only (NaN elsewhere)."""
+    out = df.copy()
+    items = [(name, a, np.ones(len(df), bool)) for name, a in attrs.items()]
+    items += [(name, a, np.asarray(m, bool)) for name, (a, m) in (partial or {}).items()]
+    for name, a, mask in items:
+        u = localization_units(a, df[mask], rng)
+        for col in ("hit", "tie", "auc"):
+            out[f"{col}|{name}"] = np.nan
+            out.loc[mask, f"{col}|{name}"] = u[col].to_numpy(dtype=float)
+        if name == main:
+            out["role"] = u.role
+    a = attrs[main]
+    labels = labels_of(a, df)
+    out["hit|random content word"] = [random_content_hit(w, y) for w, y in zip(a.words, labels)]
+    out["cos"] = a.cos
+    for form, v in f_scores(a, eps).items():
+        out[f"F|{form}"] = v
+    out["flagged"] = [float(np.mean(w < eps_f1)) for w in a.w]
+    out["f1"] = [caption_f1(w, y, eps_f1) for w, y in zip(a.w, labels)]
+    out["random role share"] = [np.mean([word_role(x) == "colour" for x in ws]) for ws in a.words]
+    return out
+
+
+def ap_units(units: pd.DataFrame, score, foils) -> np.ndarray:
+    """Per-original AP contributions (see ``ap_contributions``) of ``score`` for originals
+    against the foil rows where ``foils``, seed by seed; NaN for every other row."""
+    orig = units.foil_type.eq("original").to_numpy()
+    where = orig | np.asarray(foils, dtype=bool)
+    score = np.asarray(score, dtype=np.float64)
+    out = np.full(len(units), np.nan)
+    for s in units.seed.unique():
+        sel = where & (units.seed == s).to_numpy()
+        out[sel] = ap_contributions(score[sel], orig[sel])
+    return out
+
+
+def type_tables(units: pd.DataFrame, methods: Sequence[str], scores: Sequence[str],
+                types: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(LA and within-caption word AUC per method and foil type, pooled over draws;
+    AP per score and foil type, the mean over draws of each draw's AP)."""
+    la = {}
+    for m in methods:
+        for t in list(types) + ["all types"]:
+            sel = units.foil_type.isin(types if t == "all types" else [t])
+            la[(m, t)] = {"LA": units.loc[sel, f"hit|{m}"].mean(),
+                          "word AUC": units.loc[sel, f"auc|{m}"].mean() if f"auc|{m}" in units else np.nan}
+    la = pd.DataFrame(la).T.unstack()
+    ap = {}
+    for sc in scores:
+        for t in list(types) + ["all types"]:
+            keep = units.foil_type.isin(list(types) if t == "all types" else [t]) | units.foil_type.eq("original")
+            ap[(sc, t)] = np.mean([foil_ap(g[f"F|{sc}"], g.foil_type.eq("original"))
+                                   for _, g in units[keep].groupby("seed")])
+    return la, pd.Series(ap).unstack()

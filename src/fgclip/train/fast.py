@@ -66,15 +66,18 @@ def keep_freed_memory() -> bool:
 
 def contrastive_step(model: torch.nn.Module, loss_fn: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      images: torch.Tensor, texts: torch.Tensor, device: torch.device,
-                     precision: str) -> torch.Tensor:
+                     precision: str, text_ids: torch.Tensor | None = None) -> torch.Tensor:
     """One CLIP update: forward under autocast, the loss in fp32, backward, optimizer step.
+    ``text_ids`` (B,), when given, go to ``loss_fn`` as its fourth argument (a loss that
+    masks same-text false negatives).
 
     Returns the loss detached, on the device: reading it (``.item()``) is the caller's
     choice, so the hot path has no host sync.
     """
     with autocast_context(device, precision):
         img_f, txt_f, scale = model(images, texts)  # (B, D), (B, D), ()
-    loss = loss_fn(img_f.float(), txt_f.float(), scale.float())
+    args = (img_f.float(), txt_f.float(), scale.float())
+    loss = loss_fn(*args) if text_ids is None else loss_fn(*args, text_ids)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

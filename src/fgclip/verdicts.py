@@ -49,7 +49,6 @@ EQUIVALENT = "equivalent"
 CANNOT_TELL = "cannot tell"
 OUTCOMES = (A_BETTER, B_BETTER, EQUIVALENT, CANNOT_TELL)
 CANNOT_DECIDE = "the test cannot decide here"
-NOT_THE_EFFECT = "anything but the effect"  # a negative control that may go either way but not the effect's
 
 
 @dataclass(frozen=True)
@@ -256,25 +255,19 @@ class Falsification:
                 "controls_pass": self.controls_pass, "conclusion": self.conclusion}
 
 
-def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A_BETTER,
-            negative_expect: str = EQUIVALENT) -> Falsification:
+def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A_BETTER) -> Falsification:
     """Read a test through its controls.
 
     The positive control is a planted setting where the effect must show: it passes when
     its verdict is ``effect``. The negative control is a setting where it must not: it
-    passes when its verdict is ``negative_expect``, by default 'equivalent' (its interval
-    inside the declared margin: a 'cannot tell' whose interval reaches half the effect
-    proves nothing), or, with ``negative_expect=NOT_THE_EFFECT``, anything but ``effect``.
+    passes only when its verdict is 'equivalent', its interval inside the margin declared
+    for it (a 'cannot tell' whose interval reaches half the effect shows nothing).
     """
-    if negative_expect == EQUIVALENT and negative.margin is None:
+    if effect not in (A_BETTER, B_BETTER):
+        raise ValueError(f"effect must be {A_BETTER!r} or {B_BETTER!r}, got {effect!r}")
+    if negative.margin is None:
         raise ValueError(f"negative control {negative.claim!r} declares no margin, so it can never be 'equivalent'")
-    for name, value in (("effect", effect), ("negative_expect", negative_expect)):
-        if value not in OUTCOMES + (NOT_THE_EFFECT,):
-            raise ValueError(f"{name} must be one of {OUTCOMES + (NOT_THE_EFFECT,)}, got {value!r}")
-    if effect == NOT_THE_EFFECT:
-        raise ValueError("effect must be a verdict, not NOT_THE_EFFECT")
-    negative_passed = (negative.verdict != effect if negative_expect == NOT_THE_EFFECT
-                       else negative.verdict == negative_expect)
+    negative_passed = negative.verdict == EQUIVALENT
     return Falsification(test=test, positive=positive, negative=negative, effect=effect,
                          positive_passed=positive.verdict == effect, negative_passed=negative_passed)
 

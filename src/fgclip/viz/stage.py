@@ -1,4 +1,4 @@
-"""Chapter 0's figures: what the stage can show, and how each trained reader was chosen."""
+"""Chapter 0's figures: the shapes, and what the stage can show."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -32,25 +32,19 @@ def plot_ceiling(table: pd.DataFrame, tasks: Sequence[str], targets: dict[str, f
     return fig
 
 
-def plot_selection_curves(selections: Sequence, title: str = "validation curves of every trained reader") -> plt.Figure:
-    """One panel per arm: the mean validation curve of each learning rate over the selection
-    seeds, the chosen (lr, epoch) marked; an arm whose best epoch is the budget's last is
-    titled 'not converged'."""
-    n = len(selections)
-    cols = min(n, 3)
-    rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(COLUMN_WIDTH, 2.1 * rows), squeeze=False)
-    for ax, sel in zip(axes.flat, selections):
-        for lr in sel.curves:
-            curve = sel.mean_curve(lr)
-            ax.plot(range(1, len(curve) + 1), curve, marker=".", lw=1, label=f"lr {lr:g}")
-        ax.plot([sel.epochs], [sel.score], "k*", ms=9)
-        ax.set_title(sel.arm + ("" if sel.converged else " (not converged)"), fontsize=7)
-        ax.set_xlabel("epoch", fontsize=7)
-        ax.tick_params(labelsize=6)
-        ax.legend(fontsize=5)
-    for ax in list(axes.flat)[n:]:
-        ax.axis("off")
-    fig.suptitle(title, fontsize=8)
-    fig.tight_layout()
+def plot_shapes(categories: Sequence[str], radius: float = 14.0) -> plt.Figure:
+    """Every drawable shape's mask at one radius (pixels of a 64 px image), named."""
+    from ..toyworld import SHAPES
+
+    cols = 16
+    rows = -(-len(categories) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(COLUMN_WIDTH, COLUMN_WIDTH / cols * rows * 1.35), squeeze=False)
+    size = int(2 * radius + 6)
+    ys, xs = np.mgrid[0:size, 0:size].astype(np.float32) + 0.5
+    for ax, name in zip(axes.flat, categories):
+        ax.imshow(SHAPES[name]((xs - size / 2) / radius, (ys - size / 2) / radius), cmap="gray_r")
+        ax.set_title(name, fontsize=5)
+    for ax in axes.flat:
+        ax.set_xticks([]), ax.set_yticks([])
+    fig.tight_layout(pad=0.2)
     return fig

@@ -9,7 +9,7 @@ RESULTS := $(CURDIR)/_build/results
 # jupyter-cache keys on a notebook's code cells only; these inputs change results too
 BOOK_INPUTS := src checkpoints requirements.txt constraints.txt pyproject.toml
 
-.PHONY: book test unit nbval sync clean
+.PHONY: book test unit nbval sync clean replicate
 
 # requirements.txt names the book's environment; constraints.txt pins the exact versions it
 # was tested with; the package itself installs with its dependencies (nothing hidden).
@@ -43,6 +43,12 @@ JOBS ?= 2
 test: $(STAMP) sync
 	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile tests
 	OMP_NUM_THREADS=1 TESTING=1 FGCLIP_STATIC_WIDGETS=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
+
+## Rerun every chapter at a disjoint base seed (fresh toy data and training seeds) and print its
+## verdicts beside the book's (needs `make book` first); fails when a verdict reverses. Writes
+## book/replication_last.md, the table of the book's page "Do the verdicts replicate?".
+replicate: $(STAMP) sync
+	CI=$${CI:-true} $(BIN)/python -m fgclip replicate --book $(RESULTS)
 
 ## Pair every notebook's py:percent file with its committed .ipynb (outputs stripped).
 sync: $(STAMP)

@@ -45,10 +45,20 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--log-every", type=int, default=d.log_every)
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--full-caption-weight", type=float, default=d.full_caption_weight)
+    p.add_argument("--false-negatives", choices=["mask", "keep"], default=d.false_negatives,
+                   help="mask (default): captions that read the same leave each other's softmax; "
+                        "keep: CLIP's loss as is")
     p.add_argument("--cache-dir", default=d.cache_dir, help="'none' disables the data cache")
     p.add_argument("--eval-every-epoch", action="store_true", help="held-out R@K after each epoch")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per process (default: the cores split evenly)")
+    p.add_argument("--data-workers", type=int, default=d.data_workers,
+                   help="processes that render the training scenes (once, before training)")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=d.channels_last,
+                   help="ResNet image towers in channels-last memory format (faster CPU convolutions)")
+    p.add_argument("--teacher", default=None,
+                   help="a trained toy checkpoint: its text tower is copied and locked, its image embeddings distilled")
+    p.add_argument("--distill-weight", type=float, default=d.distill_weight)
     p.add_argument("--world", default="{}", help='ToyWorldConfig overrides as JSON, e.g. {"center_bias": 0.5}')
     a = p.parse_args(argv)
     world = json.loads(a.world)
@@ -60,9 +70,10 @@ def parse_args(argv: list[str]) -> PretrainConfig:
         warmup_steps=a.warmup_steps, precision=a.precision, attention=a.attention,
         compile=a.compile, keep_freed_memory=a.keep_freed_memory, device=a.device,
         ckpt_every=a.ckpt_every, log_every=a.log_every, max_steps=a.max_steps,
-        full_caption_weight=a.full_caption_weight,
+        full_caption_weight=a.full_caption_weight, false_negatives=a.false_negatives,
         cache_dir=None if a.cache_dir == "none" else a.cache_dir,
-        eval_every_epoch=a.eval_every_epoch, threads=a.threads, world=world)
+        eval_every_epoch=a.eval_every_epoch, threads=a.threads, data_workers=a.data_workers,
+        channels_last=a.channels_last, teacher=a.teacher, distill_weight=a.distill_weight, world=world)
 
 
 def main(argv: list[str] | None = None) -> None:

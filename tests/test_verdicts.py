@@ -6,7 +6,7 @@ import pytest
 
 from fgclip import verdicts
 from fgclip.reporting import RESULTS_DIR_ENV, write_results
-from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_DECIDE, CANNOT_TELL, compare, falsify
+from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_DECIDE, CANNOT_TELL, EQUIVALENT, compare, falsify
 
 
 def simulate(rng, effect, n_seeds=3, n_clusters=60, per_cluster=4, seed_sd=0.03,
@@ -137,9 +137,11 @@ def test_identical_arms_give_a_point_interval_and_cannot_tell():
 
 def test_falsify_needs_both_controls():
     rng = np.random.default_rng(6)
-    big = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="pos", arms=("a", "b"), unit="u")
+    big = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="pos", arms=("a", "b"), unit="u",
+                  margin=0.2)
     null = compare(rng.normal(0, 0.1, (3, 50)), rng.normal(0, 0.1, (3, 50)), claim="neg",
-                   arms=("a", "b"), unit="u")
+                   arms=("a", "b"), unit="u", margin=0.2)
+    assert null.verdict == EQUIVALENT
     ok = falsify(big, positive=big, negative=null)
     assert ok.controls_pass and ok.conclusion == "a better"
     broken = falsify(big, positive=null, negative=null)
@@ -153,7 +155,7 @@ def test_falsify_needs_both_controls():
 
 def test_results_json_carries_the_verdict_records(tmp_path, monkeypatch):
     v = compare(np.ones((3, 4)) + np.arange(4) * 0.01, np.zeros((3, 4)), claim="c",
-                arms=("m", "base"), unit="images")
+                arms=("m", "base"), unit="images", margin=0.05)
     f = falsify(v, v, v)
     monkeypatch.setenv(RESULTS_DIR_ENV, str(tmp_path))
     path = write_results("", {"verdicts": [v], "controls": [f], "x": np.float32(0.5),
@@ -162,7 +164,7 @@ def test_results_json_carries_the_verdict_records(tmp_path, monkeypatch):
     data = json.loads(path.read_text())
     record = data["verdicts"][0]
     for key in ("claim", "arms", "difference", "ci_low", "ci_high", "n_seeds", "n_units",
-                "unit", "verdict"):
+                "unit", "cluster_unit", "margin", "verdict"):
         assert key in record
     assert record["arms"] == ["m", "base"] and record["verdict"] == A_BETTER
     assert data["controls"][0]["controls_pass"] is False
@@ -179,13 +181,32 @@ def test_verdict_table_has_one_row_per_verdict():
     assert len(table) == 2 and table.loc[0, "verdict"] == "m better"
 
 
-def test_a_negative_control_may_pass_on_anything_but_the_effect():
-    from fgclip.verdicts import NOT_THE_EFFECT
-
+def test_a_negative_control_passes_only_as_equivalent():
     rng = np.random.default_rng(7)
-    up = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="up", arms=("a", "b"), unit="u")
-    down = compare(np.zeros((3, 50)), rng.normal(1, 0.1, (3, 50)), claim="down", arms=("a", "b"), unit="u")
-    assert down.verdict == B_BETTER
-    assert falsify(up, up, down, negative_expect=NOT_THE_EFFECT).controls_pass
-    assert not falsify(up, up, down).negative_passed  # by default only 'cannot tell' passes
-    assert not falsify(up, up, up, negative_expect=NOT_THE_EFFECT).negative_passed
+    m = 0.1
+    up = compare(rng.normal(1, 0.1, (3, 50)), np.zeros((3, 50)), claim="up", arms=("a", "b"), unit="u", margin=m)
+    down = compare(np.zeros((3, 50)), rng.normal(1, 0.1, (3, 50)), claim="down", arms=("a", "b"), unit="u", margin=m)
+    flat = compare(rng.normal(0, 0.05, (3, 50)), rng.normal(0, 0.05, (3, 50)), claim="flat", arms=("a", "b"),
+                   unit="u", margin=m)
+    noisy = compare(rng.normal(0, 1.0, (3, 8)), rng.normal(0, 1.0, (3, 8)), claim="noisy", arms=("a", "b"),
+                    unit="u", margin=m)  # a null effect measured too coarsely to say anything
+    assert (down.verdict, flat.verdict, noisy.verdict) == (B_BETTER, EQUIVALENT, CANNOT_TELL)
+    assert falsify(up, up, flat).controls_pass
+    assert not falsify(up, up, noisy).negative_passed  # 'cannot tell' is no longer enough
+    assert not falsify(up, up, down).negative_passed and not falsify(up, up, up).negative_passed
+    with pytest.raises(ValueError, match="no margin"):
+        falsify(up, up, compare(np.zeros((3, 4)), np.zeros((3, 4)), claim="x", arms=("a", "b"), unit="u"))
+
+
+def test_equivalence_is_the_interval_inside_the_margin_even_when_it_excludes_zero():
+    rng = np.random.default_rng(8)
+    small = rng.normal(0.01, 0.002, (3, 200))  # a real but negligible difference
+    v = compare(small, np.zeros((3, 200)), claim="small", arms=("a", "b"), unit="u", margin=0.05)
+    assert v.ci_low > 0 and v.verdict == EQUIVALENT and v.outcome == "equivalent within ±0.05"
+    assert compare(small, np.zeros((3, 200)), claim="small", arms=("a", "b"), unit="u").verdict == A_BETTER
+    straddles = compare(rng.normal(0.05, 0.05, (3, 40)), np.zeros((3, 40)), claim="s", arms=("a", "b"), unit="u",
+                        margin=0.05)
+    assert straddles.ci_low < 0.05 < straddles.ci_high and straddles.verdict != EQUIVALENT
+    for bad in (0.0, -0.1):
+        with pytest.raises(ValueError, match="margin"):
+            compare(small, small, claim="x", arms=("a", "b"), unit="u", margin=bad)

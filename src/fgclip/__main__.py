@@ -1,4 +1,6 @@
-"""Command line: ``python -m fgclip run CHAPTER [-f PARAMS.yaml] [-p NAME VALUE ...] [--check]``.
+"""Command line: ``python -m fgclip run CHAPTER [-f PARAMS.yaml] [-p NAME VALUE ...] [--check]``
+and ``python -m fgclip replicate [--seed S]`` (every chapter again at a disjoint seed, its verdicts
+beside the book's; exit status 1 when a verdict reverses).
 
 ``-p`` values are YAML 1.2 (``1e-3`` is a float, ``true`` a bool) and may start with a
 minus sign (``-p epsilon -5e-5``). ``--check`` validates and prints every parameter the
@@ -7,6 +9,7 @@ chapter would run with, and runs nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import yaml
@@ -47,9 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--log-output", action="store_true", help="stream the cells' output while they run")
     r.add_argument("--live-widgets", action="store_true",
                    help="take the widgets' live path (only with a frontend attached)")
+    rep = sub.add_parser("replicate", help="rerun every chapter at a disjoint seed and compare its verdicts")
+    rep.add_argument("--seed", type=int, default=None, help="the replicate's base seed (default: 1000)")
+    rep.add_argument("--book", default="_build/results", help="the book's results (make book)")
+    rep.add_argument("--runs-dir", default="runs/replicate")
+    rep.add_argument("--page", default="book/replication_last.md", help="the table the book's page includes")
+    rep.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
     try:
         rest, pairs = split_param_pairs(sys.argv[1:] if argv is None else list(argv))
         a = p.parse_args(rest)
+        if a.command == "replicate":
+            return _replicate(a)
         params: dict = {}
         for f in a.file:
             path = PARAMS_DIR / a.chapter / f"{f}.yaml" if "/" not in f and not f.endswith(".yaml") else f
@@ -65,6 +76,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(out)
     return 0
+
+
+def _replicate(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .replication import REPLICATE_SEED, replicate
+    from .runner import REPO_ROOT
+
+    chapters = a.chapters or sorted(p.stem.split("_")[0] for p in (REPO_ROOT / "notebooks").glob("ch*_*.py"))
+    result = replicate(chapters, Path(a.book), Path(a.runs_dir), REPLICATE_SEED if a.seed is None else a.seed,
+                       Path(a.page) if a.page else None)
+    print(json.dumps(result["counts"]))
+    for row in result["rows"]:
+        if row["status"] == "reversed":
+            print(f"REVERSED: {row['chapter']}: {row['claim']} ({row['arms']}): {row['book']} -> {row['replicate']}")
+    return 1 if result["counts"]["reversed"] else 0
 
 
 if __name__ == "__main__":

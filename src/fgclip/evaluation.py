@@ -7,6 +7,8 @@ import numpy as np
 import torch
 
 from .metrics import accuracy, recall_at_k
+from .metrics.multilabel import mean_average_precision
+from .metrics.object_retrieval import per_category_ap
 from .models import Clip, encode_image_rows
 from .toyworld import Scene, ToyWorldConfig, generate
 from .precision import autocast_context
@@ -50,8 +52,8 @@ def pair_retrieval(clip: Clip, images: np.ndarray | torch.Tensor, texts: list[st
     A caption counts as relevant to every image whose caption is the same string,
     so identical captions of different images are not scored as misses.
     """
-    img = encode_images(clip, images, precision=precision)
-    txt = encode_texts(clip, texts, precision=precision)
+    img = encode_images(clip, images, precision=precision).cpu()
+    txt = encode_texts(clip, texts, precision=precision).cpu()
     sim = img @ txt.T  # (N images, N captions)
     codes = {t: i for i, t in enumerate(sorted(set(texts)))}
     ids = torch.tensor([codes[t] for t in texts])
@@ -65,18 +67,39 @@ def shape_classification(clip: Clip, scenes: list[Scene], categories: tuple[str,
     """Zero-shot accuracy: argmax_c <f(image), g(template(c))> on single-object scenes."""
     if any(len(s.objects) != 1 for s in scenes):
         raise ValueError("shape_classification needs single-object scenes")
-    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)
-    txt = encode_texts(clip, [template.format(c) for c in categories], precision=precision)
+    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision).cpu()
+    txt = encode_texts(clip, [template.format(c) for c in categories], precision=precision).cpu()
     targets = torch.tensor([categories.index(s.objects[0].category) for s in scenes])
     return accuracy(img @ txt.T, targets)
 
 
+def category_zero_shot(clip: Clip, scenes: list[Scene], categories: tuple[str, ...],
+                       template: str = "a {}", precision: str = "fp32") -> dict[str, float]:
+    """Zero-shot recognition of every drawn category from the global embedding alone.
+
+    s_{n,c} = <f(I_n), g(template(c))>. Multi-label mAP ranks images per category and
+    averages AP over categories (chapter 4's task); retrieval AP@50 ranks the images as a
+    gallery for the query c and normalises by min(50, R_c) (chapter 3's task, CLIP global).
+    """
+    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision).cpu()  # (N, D)
+    txt = encode_texts(clip, [template.format(c) for c in categories], precision=precision).cpu()  # (C, D)
+    targets = torch.tensor([[c in s.labels for c in categories] for s in scenes], dtype=torch.long)  # (N, C)
+    has_pos = targets.sum(0) > 0
+    scores = img @ txt.T  # (N, C)
+    ap50 = per_category_ap(txt[has_pos], img[:, None], targets.T[has_pos].bool())["AP@50 min(50,R)"]
+    return {"zero_shot_multilabel_mAP": mean_average_precision(scores[:, has_pos], targets[:, has_pos]),
+            "zero_shot_retrieval_AP@50": float(ap50.mean())}
+
+
 def retrieval_metrics(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = "test",
                       precision: str = "fp32") -> dict[str, float]:
-    """The toy CLIP's headline numbers on ``n`` held-out scenes of ``split``."""
+    """The toy CLIP's headline numbers on ``n`` held-out scenes of ``split``: caption
+    retrieval and zero-shot category recognition on scenes of 1..max objects, zero-shot
+    shape accuracy on ``n`` one-object scenes (seed + 1)."""
     scenes = generate(world, n, seed=seed, split=split)
     single = generate(replace(world, min_objects=1, max_objects=1), n, seed=seed + 1, split=split)
     metrics = caption_retrieval(clip, scenes, precision)
+    metrics.update(category_zero_shot(clip, scenes, world.categories, precision=precision))
     metrics["zero_shot_shape_acc"] = shape_classification(clip, single, world.categories,
                                                           precision=precision)
     metrics["n"] = n

@@ -3,10 +3,13 @@
 Two arms (a method and a baseline, or two variants) are scored on the same units (images,
 categories, captions, phrases) under the same training seeds (or fold x seed replicates).
 :func:`compare` turns the paired scores into a :class:`Verdict`: the mean difference, an
-interval that accounts for both sources of chance, and one of three outcomes
+interval that accounts for both sources of chance, and one of four outcomes, judged against
+a margin of practical equivalence m > 0 declared before the run (a chapter parameter):
 
-* ``A better``: the interval lies above zero and most seeds agree,
-* ``B better``: the interval lies below zero and most seeds agree,
+* ``equivalent``: the whole interval lies inside [-m, +m]       (eq-verdict-equivalent)
+  (no difference that matters, even if the interval excludes zero),
+* ``A better``: otherwise, the interval lies above zero and most seeds agree,
+* ``B better``: otherwise, the interval lies below zero and most seeds agree,
 * ``cannot tell``: anything else ("cannot tell at this size").
 
 The estimate (the paper-free notation of ``book/notation.md``: D[s, u] = a[s, u] - b[s, u]
@@ -42,10 +45,10 @@ from scipy import stats
 
 A_BETTER = "A better"
 B_BETTER = "B better"
+EQUIVALENT = "equivalent"
 CANNOT_TELL = "cannot tell"
-OUTCOMES = (A_BETTER, B_BETTER, CANNOT_TELL)
+OUTCOMES = (A_BETTER, B_BETTER, EQUIVALENT, CANNOT_TELL)
 CANNOT_DECIDE = "the test cannot decide here"
-NOT_THE_EFFECT = "anything but the effect"  # a negative control that may go either way but not the effect's
 
 
 @dataclass(frozen=True)
@@ -69,15 +72,19 @@ class Verdict:
     verdict: str
     higher_is_better: bool = True
     seed_differences: tuple[float, ...] = field(default=())
+    margin: float | None = None  # the declared margin of practical equivalence m (None: none declared)
 
     @property
     def winner(self) -> str | None:
-        """The better arm's name, or None when the verdict is 'cannot tell'."""
+        """The better arm's name, or None when the verdict is 'equivalent' or 'cannot tell'."""
         return {A_BETTER: self.arms[0], B_BETTER: self.arms[1]}.get(self.verdict)
 
     @property
     def outcome(self) -> str:
-        """The verdict in the arms' own words: '<arm> better' or 'cannot tell at this size'."""
+        """The verdict in the arms' own words: '<arm> better', 'equivalent within ±m' or
+        'cannot tell at this size'."""
+        if self.verdict == EQUIVALENT:
+            return f"equivalent within ±{self.margin:g}"
         return f"{self.winner} better" if self.winner else "cannot tell at this size"
 
     def size(self) -> str:
@@ -155,14 +162,20 @@ def cluster_bootstrap_var(values: np.ndarray, cluster: np.ndarray, n_clusters: i
 
 def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None,
             cluster_unit: str = "clusters", seed: int = 0, confidence: float = 0.95,
-            n_resamples: int = 2000, higher_is_better: bool = True) -> Verdict:
-    """Compare arm A with arm B on paired scores a[s, u], b[s, u] (eq-verdict-mean, eq-verdict-se, eq-verdict-df).
+            n_resamples: int = 2000, higher_is_better: bool = True,
+            margin: float | None = None) -> Verdict:
+    """Compare arm A with arm B on paired scores a[s, u], b[s, u] (eq-verdict-mean, eq-verdict-se,
+    eq-verdict-df, eq-verdict-equivalent).
 
     a, b: (n_seeds, n_units) arrays, or (n_units,) for one seed; NaN marks a unit that a
     seed did not score (it must be NaN in both arms). clusters: one label per unit; units
-    with the same label are resampled together (phrases clustered by image). With
-    ``higher_is_better=False`` (an error rate, a latency) 'A better' means A is lower.
+    with the same label are resampled together (phrases clustered by image, categories by
+    the head trained on them). With ``higher_is_better=False`` (an error rate, a latency)
+    'A better' means A is lower. ``margin``: the margin of practical equivalence m > 0,
+    declared before the run; without one, 'equivalent' is never the outcome.
     """
+    if margin is not None and not margin > 0:
+        raise ValueError(f"margin must be > 0 (or None), got {margin}")
     x, y = _as_matrix(a, "a"), _as_matrix(b, "b")
     if x.shape != y.shape:
         raise ValueError(f"a and b must have the same shape, got {x.shape} and {y.shape}")
@@ -198,14 +211,15 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
     above, below = low > 0 and majority, high < 0 and majority
     if not higher_is_better:
         above, below = below, above
-    verdict = A_BETTER if above else B_BETTER if below else CANNOT_TELL
+    inside = margin is not None and -margin <= low and high <= margin
+    verdict = EQUIVALENT if inside else A_BETTER if above else B_BETTER if below else CANNOT_TELL
     return Verdict(claim=claim, arms=(str(arms[0]), str(arms[1])),
                    mean_a=float(np.nanmean(x)), mean_b=float(np.nanmean(y)), difference=d,
                    ci_low=float(low), ci_high=float(high), confidence=confidence,
                    n_seeds=n_seeds, n_units=int(observed.any(axis=0).sum()),
                    n_clusters=n_clusters, unit=unit, cluster_unit=cluster_unit,
                    seeds_agreeing=agreeing, verdict=verdict, higher_is_better=higher_is_better,
-                   seed_differences=tuple(float(m) for m in seed_means))
+                   seed_differences=tuple(float(m) for m in seed_means), margin=margin)
 
 
 @dataclass(frozen=True)
@@ -241,22 +255,19 @@ class Falsification:
                 "controls_pass": self.controls_pass, "conclusion": self.conclusion}
 
 
-def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A_BETTER,
-            negative_expect: str = CANNOT_TELL) -> Falsification:
+def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A_BETTER) -> Falsification:
     """Read a test through its controls.
 
     The positive control is a planted setting where the effect must show: it passes when
     its verdict is ``effect``. The negative control is a setting where it must not: it
-    passes when its verdict is ``negative_expect`` (by default 'cannot tell'), or, with
-    ``negative_expect=NOT_THE_EFFECT``, when its verdict is anything but ``effect``.
+    passes only when its verdict is 'equivalent', its interval inside the margin declared
+    for it (a 'cannot tell' whose interval reaches half the effect shows nothing).
     """
-    for name, value in (("effect", effect), ("negative_expect", negative_expect)):
-        if value not in OUTCOMES + (NOT_THE_EFFECT,):
-            raise ValueError(f"{name} must be one of {OUTCOMES + (NOT_THE_EFFECT,)}, got {value!r}")
-    if effect == NOT_THE_EFFECT:
-        raise ValueError("effect must be a verdict, not NOT_THE_EFFECT")
-    negative_passed = (negative.verdict != effect if negative_expect == NOT_THE_EFFECT
-                       else negative.verdict == negative_expect)
+    if effect not in (A_BETTER, B_BETTER):
+        raise ValueError(f"effect must be {A_BETTER!r} or {B_BETTER!r}, got {effect!r}")
+    if negative.margin is None:
+        raise ValueError(f"negative control {negative.claim!r} declares no margin, so it can never be 'equivalent'")
+    negative_passed = negative.verdict == EQUIVALENT
     return Falsification(test=test, positive=positive, negative=negative, effect=effect,
                          positive_passed=positive.verdict == effect, negative_passed=negative_passed)
 
@@ -273,5 +284,6 @@ def verdict_table(verdicts: Sequence[Verdict], digits: int = 3):
     rows = [{"claim": v.claim, "A": v.arms[0], "B": v.arms[1], "mean A": v.mean_a,
              "mean B": v.mean_b, "A - B": v.difference,
              f"{v.confidence:.0%} CI": f"[{v.ci_low:+.{digits}f}, {v.ci_high:+.{digits}f}]",
+             "margin": "-" if v.margin is None else f"±{v.margin:g}",
              "sample": v.size(), "verdict": v.outcome} for v in verdicts]
     return pd.DataFrame(rows).round(digits)

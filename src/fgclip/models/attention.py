@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -188,3 +189,39 @@ def set_explicit_attention(model: nn.Module, enabled: bool = True) -> int:
         elif "attention" in block.__dict__:
             del block.attention
     return len(blocks)
+
+
+def first_query_attention_pool(pool: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """open_clip's ``AttentionPool2d`` for its one output that CLIP uses, the mean token's.
+
+    The pooling attends from all HW + 1 tokens and keeps row 0; this computes row 0 alone,
+    softmax(q_0 K^T / sqrt(d)) V followed by the output projection, with q_0 the mean token's
+    query. Same function and gradients, without the HW wasted query and output projections.
+    x: (N, C, h, w) -> (N, D).
+    """
+    n, c, h, w = x.shape
+    tokens = x.reshape(n, c, h * w).permute(2, 0, 1)  # (HW, N, C)
+    tokens = torch.cat([tokens.mean(dim=0, keepdim=True), tokens], dim=0)  # (L, N, C)
+    tokens = tokens + pool.positional_embedding[:, None, :].to(tokens.dtype)
+    heads, length = pool.num_heads, tokens.shape[0]
+    d = c // heads
+    q = pool.q_proj(tokens[:1]).reshape(1, n * heads, d).transpose(0, 1)  # (N*H, 1, d)
+    k = pool.k_proj(tokens).reshape(length, n * heads, d).transpose(0, 1)  # (N*H, L, d)
+    v = pool.v_proj(tokens).reshape(length, n * heads, d).transpose(0, 1)  # (N*H, L, d)
+    attn = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(d), dim=-1)  # (N*H, 1, L)
+    out = (attn @ v).transpose(0, 1).reshape(n, c)  # (N, C)
+    return pool.c_proj(out)
+
+
+def set_first_query_pooling(model: nn.Module, enabled: bool = True) -> int:
+    """Route every open_clip ``AttentionPool2d`` of ``model`` through
+    :func:`first_query_attention_pool` (or back); returns how many were switched."""
+    from open_clip.modified_resnet import AttentionPool2d
+
+    pools = [m for m in model.modules() if isinstance(m, AttentionPool2d)]
+    for pool in pools:
+        if enabled:
+            pool.forward = functools.partial(first_query_attention_pool, pool)
+        elif "forward" in pool.__dict__:
+            del pool.forward
+    return len(pools)

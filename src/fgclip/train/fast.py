@@ -11,7 +11,7 @@ import ctypes.util
 
 import torch
 
-from ..models.attention import set_explicit_attention
+from ..models.attention import set_explicit_attention, set_first_query_pooling
 from ..precision import autocast_context
 
 ATTENTION_IMPLS = ("sdpa", "explicit")
@@ -37,12 +37,15 @@ def prepare_model(model: torch.nn.Module, attention: str = "explicit",
     ``attention='sdpa'`` keeps ``nn.MultiheadAttention`` (torch's fused kernel, open_clip's
     default); ``'explicit'`` computes softmax(QK^T/sqrt(d))V with batched matmuls
     (:func:`fgclip.models.attention.explicit_attention`), which is faster for backward
-    under bf16 on CPU. Returns the module to call in the step: ``torch.compile(model)``
+    under bf16 on CPU; a ResNet's attention pooling then computes only the one query CLIP
+    keeps (:func:`fgclip.models.attention.first_query_attention_pool`, same outputs and
+    gradients). Returns the module to call in the step: ``torch.compile(model)``
     when ``compile_model``, else ``model`` itself. Parameters stay shared either way.
     """
     if attention not in ATTENTION_IMPLS:
         raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {attention!r}")
     set_explicit_attention(model, enabled=attention == "explicit")
+    set_first_query_pooling(model, enabled=attention == "explicit")
     return torch.compile(model) if compile_model else model
 
 
@@ -66,15 +69,17 @@ def keep_freed_memory() -> bool:
 
 def contrastive_step(model: torch.nn.Module, loss_fn: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      images: torch.Tensor, texts: torch.Tensor, device: torch.device,
-                     precision: str) -> torch.Tensor:
+                     precision: str, loss_args: tuple = ()) -> torch.Tensor:
     """One CLIP update: forward under autocast, the loss in fp32, backward, optimizer step.
+    ``loss_fn(image_features, text_features, logit_scale, *loss_args)``: e.g. the caption
+    ids of a loss that masks same-text false negatives.
 
     Returns the loss detached, on the device: reading it (``.item()``) is the caller's
     choice, so the hot path has no host sync.
     """
     with autocast_context(device, precision):
         img_f, txt_f, scale = model(images, texts)  # (B, D), (B, D), ()
-    loss = loss_fn(img_f.float(), txt_f.float(), scale.float())
+    loss = loss_fn(img_f.float(), txt_f.float(), scale.float(), *loss_args)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

@@ -1,0 +1,95 @@
+"""Do the book's verdicts replicate? Every chapter rerun at a disjoint base seed (fresh toy data,
+fresh training seeds), its verdicts set beside the book's, claim by claim.
+
+A claim is matched by its text and its two arms. Between the book's verdict v and the
+replicate's v' the status is
+
+* ``same``: v' = v;
+* ``weakened``: the two differ but do not name opposite winners (a side against 'cannot
+  tell' or 'equivalent', or 'equivalent' against 'cannot tell');
+* ``reversed``: one says A better and the other B better: a failing check;
+* ``missing``: the claim is in one run only (a comparison a chapter makes only where it can).
+
+``python -m fgclip replicate`` runs the chapters, writes the comparison next to the runs and
+``book/replication_last.md``, which the book's page "Do the verdicts replicate?" includes.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+from pathlib import Path
+from typing import Iterable
+
+from .verdicts import A_BETTER, B_BETTER
+
+STATUSES = ("same", "weakened", "reversed", "missing")
+REPLICATE_SEED = 1000  # chapters use seed .. seed + n_seeds - 1 and split keys of their own: far from 0
+
+
+def claim_key(record: dict) -> tuple[str, str, str]:
+    return record["claim"], record["arms"][0], record["arms"][1]
+
+
+def status(book: str | None, replicate: str | None) -> str:
+    if book is None or replicate is None:
+        return "missing"
+    if book == replicate:
+        return "same"
+    return "reversed" if {book, replicate} == {A_BETTER, B_BETTER} else "weakened"
+
+
+def compare_chapter(chapter: str, book: Iterable[dict], replicate: Iterable[dict]) -> list[dict]:
+    """One row per claim of either run: the chapter, the claim, both verdicts and the status."""
+    b = {claim_key(r): r for r in book}
+    r = {claim_key(x): x for x in replicate}
+    rows = []
+    for key in list(b) + [k for k in r if k not in b]:
+        vb, vr = b.get(key), r.get(key)
+        rows.append({"chapter": chapter, "claim": key[0], "arms": f"{key[1]} vs {key[2]}",
+                     "book": vb["outcome"] if vb else "-", "replicate": vr["outcome"] if vr else "-",
+                     "status": status(vb and vb["verdict"], vr and vr["verdict"])})
+    return rows
+
+
+def counts(rows: list[dict]) -> dict[str, int]:
+    return {s: sum(row["status"] == s for row in rows) for s in STATUSES}
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    """The page's included table: when, at which commit and seeds, the counts, then every claim."""
+    c = counts(rows)
+    lines = [f"Last run: {meta['date']}, commit `{meta['commit']}`, book at seed {meta['book_seed']}, "
+             f"replicate at seed {meta['replicate_seed']}. Claims: {c['same']} same, {c['weakened']} weakened, "
+             f"**{c['reversed']} reversed**, {c['missing']} in one run only.", "",
+             "| chapter | claim | arms | book | replicate | status |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['chapter']} | {r['claim']} | {r['arms']} | {r['book']} | {r['replicate']} | {r['status']} |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def load_verdicts(results_dir: Path, chapter: str) -> list[dict]:
+    path = results_dir / f"{chapter}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no results for {chapter} (run `make book` first)")
+    return json.loads(path.read_text())["verdicts"]
+
+
+def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = REPLICATE_SEED,
+              page: Path | None = None) -> dict:
+    """Run every chapter at ``seed`` (its default parameters otherwise) and compare its verdicts
+    with those in ``book_dir``; write ``comparison.json`` under ``runs_dir`` and the page table."""
+    from .runner import run_chapter
+
+    rows = []
+    for ch in chapters:
+        out = Path(run_chapter(ch, {"seed": seed}, runs_dir))
+        rows += compare_chapter(ch, load_verdicts(book_dir, ch), json.loads((out / "results.json").read_text())["verdicts"])
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = {"date": dt.date.today().isoformat(), "commit": commit or "unknown", "book_seed": 0, "replicate_seed": seed}
+    result = {"meta": meta, "counts": counts(rows), "rows": rows}
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    (runs_dir / "comparison.json").write_text(json.dumps(result, indent=1))
+    if page is not None:
+        page.write_text(markdown(rows, meta))
+    return result

@@ -1,0 +1,82 @@
+"""One selection routine for every trained arm: learning rate and epochs by early stopping
+on a validation split, averaged over seeds, from one grid and one step budget.
+
+For an arm, ``run(lr, seed, epochs)`` trains from scratch for ``epochs`` epochs and returns
+the validation score after each epoch, v_{lr,s}(e). With the grid's learning rates L and
+seeds S, the choice is
+
+    (lr*, e*) = argmax_{lr in L, e <= E} (1/|S|) sum_{s in S} v_{lr,s}(e)          (eq-selection)
+
+(argmin for a loss), ties going to the smaller e, then the smaller lr. Every arm gets the
+same L, S and budget E, so no arm is favoured by a finer search; the curves are kept, so a
+reader can see that each arm converged (its best epoch is not the last one) or did not.
+Nothing here ever sees a test split: the caller's ``run`` scores validation data only.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SelectionGrid:
+    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    seeds: tuple[int, ...] = (0, 1)  # every arm of a verdict is chosen over at least 2
+    epochs: int = 20  # the budget E: every run of every arm trains this many epochs at most
+    higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        if len(self.lrs) < 3 or any(lr <= 0 for lr in self.lrs):
+            raise ValueError(f"lrs needs at least 3 positive values, got {self.lrs}")
+        ratios = np.diff(np.log(sorted(self.lrs)))
+        if not np.allclose(ratios, ratios[0], rtol=0.15):  # 1-3-10 steps count as log-spaced
+            raise ValueError(f"lrs must be log-spaced, got {self.lrs}")
+        if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds needs at least 1 seed, all distinct, got {self.seeds}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {self.epochs}")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What was chosen for one arm, on what, and the curves it was chosen from."""
+    arm: str
+    lr: float
+    epochs: int
+    score: float  # the mean validation score at (lr, epochs)
+    curves: dict[float, list[list[float]]] = field(repr=False)  # lr -> one curve per seed
+    seeds: tuple[int, ...] = ()
+    budget: int = 0
+    converged: bool = True  # False when the best epoch is the budget's last (more epochs might help)
+
+    def mean_curve(self, lr: float | None = None) -> np.ndarray:
+        return np.asarray(self.curves[self.lr if lr is None else lr]).mean(axis=0)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["curves"] = {str(lr): c for lr, c in self.curves.items()}
+        return d
+
+
+def select_lr_epochs(arm: str, run: Callable[[float, int, int], list[float]],
+                     grid: SelectionGrid = SelectionGrid()) -> Selection:
+    """Train ``arm`` at every (lr, seed) of the grid for the budget and pick (lr*, e*) by
+    eq-selection. ``run(lr, seed, epochs)`` returns one validation score per epoch."""
+    curves: dict[float, list[list[float]]] = {}
+    for lr in grid.lrs:
+        curves[lr] = []
+        for s in grid.seeds:
+            curve = [float(v) for v in run(lr, s, grid.epochs)]
+            if len(curve) != grid.epochs or not np.isfinite(curve).all():
+                raise ValueError(f"arm {arm!r}: run(lr={lr}, seed={s}) returned {len(curve)} scores "
+                                 f"(finite: {np.isfinite(curve).all()}), expected {grid.epochs} finite ones")
+            curves[lr].append(curve)
+    sign = 1.0 if grid.higher_is_better else -1.0
+    best = max(((sign * float(np.mean(c, axis=0)[e]), -e, -lr, lr, e) for lr, c in curves.items()
+                for e in range(grid.epochs)))
+    _, _, _, lr, e = best
+    return Selection(arm=arm, lr=lr, epochs=e + 1, score=float(np.mean(curves[lr], axis=0)[e]),
+                     curves=curves, seeds=tuple(grid.seeds), budget=grid.epochs,
+                     converged=e + 1 < grid.epochs)

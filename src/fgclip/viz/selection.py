@@ -1,0 +1,32 @@
+"""How every trained arm was chosen: its validation curves (fgclip.train.selection)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+
+from .style import COLUMN_WIDTH
+
+
+def plot_selection_curves(selections: Sequence, title: str = "validation curves of every trained reader") -> plt.Figure:
+    """One panel per arm: the mean validation curve of each learning rate over the selection
+    seeds, the chosen (lr, epoch) marked; an arm whose best epoch is the budget's last is
+    titled 'not converged'."""
+    n = len(selections)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(COLUMN_WIDTH, 2.1 * rows), squeeze=False)
+    for ax, sel in zip(axes.flat, selections):
+        for lr in sel.curves:
+            curve = sel.mean_curve(lr)
+            ax.plot(range(1, len(curve) + 1), curve, marker=".", lw=1, label=f"lr {lr:g}")
+        ax.plot([sel.epochs], [sel.score], "k*", ms=9)
+        ax.set_title(sel.arm + ("" if sel.converged else " (not converged)"), fontsize=7)
+        ax.set_xlabel("epoch", fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=5)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,40 @@
+"""make replicate's comparison: claims matched by text and arms, statuses, the page table."""
+import json
+
+import numpy as np
+import pytest
+
+from fgclip import replication
+from fgclip.verdicts import compare
+
+
+def _record(claim, a, b, margin=0.05):
+    return compare(a, b, claim=claim, arms=("x", "y"), unit="u", margin=margin).to_dict()
+
+
+def test_statuses_name_same_weakened_reversed_and_missing():
+    rng = np.random.default_rng(0)
+    up, down = rng.normal(1, 0.1, (3, 30)), np.zeros((3, 30))
+    flat = rng.normal(0, 0.01, (3, 30))
+    book = [_record("c1", up, down), _record("c2", up, down), _record("c3", up, down), _record("c4", flat, flat * 0)]
+    rep = [_record("c1", up, down), _record("c2", flat, flat * 0), _record("c3", down, up), _record("c5", up, down)]
+    rows = replication.compare_chapter("ch9", book, rep)
+    got = {r["claim"]: r["status"] for r in rows}
+    assert got == {"c1": "same", "c2": "weakened", "c3": "reversed", "c4": "missing", "c5": "missing"}
+    assert replication.counts(rows) == {"same": 1, "weakened": 1, "reversed": 1, "missing": 2}
+    page = replication.markdown(rows, {"date": "2026-12-04", "commit": "abc", "book_seed": 0, "replicate_seed": 1000})
+    assert "**1 reversed**" in page and page.count("| ch9 |") == 5
+
+
+@pytest.mark.parametrize("book, rep, expected", [("A better", "A better", "same"), ("A better", "cannot tell", "weakened"),
+                                                 ("equivalent", "cannot tell", "weakened"),
+                                                 ("B better", "A better", "reversed"), (None, "A better", "missing")])
+def test_status_table(book, rep, expected):
+    assert replication.status(book, rep) == expected
+
+
+def test_missing_results_name_the_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="ch7.json"):
+        replication.load_verdicts(tmp_path, "ch7")
+    (tmp_path / "ch7.json").write_text(json.dumps({"verdicts": [{"claim": "c"}]}))
+    assert replication.load_verdicts(tmp_path, "ch7") == [{"claim": "c"}]

@@ -1,0 +1,145 @@
+"""The stage of issue 29: 32 drawable shapes, the pretraining recipe's pieces (masked same-text
+negatives, first-query attention pooling, a locked teacher text tower), the selection
+routine every trained reader goes through, and chapter 0's ceiling readers."""
+import numpy as np
+import pytest
+import torch
+
+from fgclip.losses.ranking import npair_loss, same_text_mask
+from fgclip.models import create_clip
+from fgclip.models.attention import first_query_attention_pool, set_first_query_pooling
+from fgclip.studies import stage
+from fgclip.toyworld import NEVER_DRAWN, SHAPES, ToyWorldConfig, generate
+from fgclip.train.pretrain import MaskedClipLoss
+from fgclip.train.selection import SelectionGrid, select_lr_epochs
+from fgclip.train.teacher import DistilledLoss, lock_text_tower, text_tower_keys
+from fgclip.train.toy_data import render_scenes, tokenize_scenes
+
+
+def test_32_distinct_drawable_shapes_none_of_them_a_never_drawn_name():
+    assert len(SHAPES) >= 32 and not set(SHAPES) & set(NEVER_DRAWN)
+    ys, xs = np.mgrid[0:64, 0:64].astype(np.float32) + 0.5
+    masks = {k: f((xs - 32) / 14, (ys - 32) / 14) for k, f in SHAPES.items()}
+    assert all(m.sum() > 60 for m in masks.values()), "every shape covers a visible area at r = 14 px"
+    names = list(masks)
+    for i, a in enumerate(names):  # any two shapes differ in a visible number of pixels (hexagon
+        for b in names[i + 1:]:     # and octagon are the closest pair: 52 px at r = 14 px)
+            assert (masks[a] ^ masks[b]).sum() >= 40, f"{a} and {b} differ in fewer than 40 pixels"
+
+
+def test_parallel_rendering_gives_the_same_scenes():
+    world = ToyWorldConfig()
+    one, three = render_scenes(world, 12, 0, "train", 1), render_scenes(world, 12, 0, "train", 3)
+    assert all((a.image == b.image).all() and a.captions[0].text == b.captions[0].text for a, b in zip(one, three))
+
+
+def test_text_ids_are_equal_exactly_for_equal_caption_texts():
+    scenes = generate(ToyWorldConfig(), 20, seed=0)
+    tokens, kinds, ids = tokenize_scenes(scenes, create_clip("toy-vit", pretrained=None).tokenizer)
+    texts = [[c.text for c in s.captions] for s in scenes]
+    flat_ids, flat_texts = ids.flatten().tolist(), [t for row in texts for t in row]
+    for i in range(len(flat_ids)):
+        for j in range(len(flat_ids)):
+            assert (flat_ids[i] == flat_ids[j]) == (flat_texts[i] == flat_texts[j])
+
+
+def test_masked_clip_loss_drops_only_same_text_pairs_and_equals_clip_without_them():
+    torch.manual_seed(0)
+    img, txt = torch.nn.functional.normalize(torch.randn(6, 8), dim=-1), torch.nn.functional.normalize(torch.randn(6, 8), dim=-1)
+    scale = torch.tensor(10.0)
+    distinct = MaskedClipLoss()(img, txt, scale, torch.arange(6))
+    clip = 0.5 * (torch.nn.functional.cross_entropy(scale * img @ txt.T, torch.arange(6))
+                  + torch.nn.functional.cross_entropy(scale * txt @ img.T, torch.arange(6)))
+    torch.testing.assert_close(distinct, clip)
+    ids = torch.tensor([0, 1, 0, 2, 3, 1])  # captions 0 and 2 read the same, and 1 and 5
+    masked = MaskedClipLoss()(img, txt, scale, ids)
+    torch.testing.assert_close(masked, npair_loss(scale * img @ txt.T, 1.0, same_text_mask(ids)))
+    assert masked < distinct  # removing a false negative can only lower each softmax's loss
+
+
+def test_first_query_pooling_equals_open_clips_pooling_with_its_gradients():
+    clip = create_clip("toy-rn", pretrained=None)
+    pool = clip.model.visual.attnpool.double()
+    x = torch.randn(2, pool.k_proj.in_features, 4, 4, dtype=torch.float64, requires_grad=True)
+    ref = pool(x)
+    g_ref, = torch.autograd.grad(ref.sum(), x)
+    assert set_first_query_pooling(clip.model) == 1
+    out = pool(x)
+    g, = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(g, g_ref)
+    torch.testing.assert_close(first_query_attention_pool(pool, x), ref)
+    set_first_query_pooling(clip.model, enabled=False)
+    assert "forward" not in pool.__dict__
+
+
+def test_locked_text_tower_is_the_teachers_and_receives_no_gradient():
+    teacher = create_clip("toy-rn", pretrained=None).model.state_dict()
+    student = create_clip("toy-vit", pretrained=None).model
+    keys = lock_text_tower(student, teacher)
+    assert keys == text_tower_keys(teacher) and not any(k.startswith("visual.") for k in keys)
+    own = student.state_dict()
+    assert all(torch.equal(own[k], teacher[k]) for k in keys)
+    frozen = {n for n, p in student.named_parameters() if not p.requires_grad}
+    assert frozen and all(not n.startswith("visual.") for n in frozen)
+    assert student.logit_scale.requires_grad and all(p.requires_grad for p in student.visual.parameters())
+
+
+def test_distilled_loss_adds_the_cosine_gap_to_the_teacher():
+    base = lambda i, t, s: torch.tensor(1.0)
+    f = torch.nn.functional.normalize(torch.randn(4, 8), dim=-1)
+    assert DistilledLoss(base, 2.0)(f, f, torch.tensor(1.0), f).item() == pytest.approx(1.0, abs=1e-6)
+    assert DistilledLoss(base, 2.0)(f, f, torch.tensor(1.0), -f).item() == pytest.approx(1.0 + 2.0 * 2.0, abs=1e-5)
+
+
+def test_selection_picks_the_best_mean_epoch_and_lr_and_reports_convergence():
+    peaks = {1e-3: 6, 3e-3: 3, 1e-2: 2}
+    def run(lr, seed, epochs):  # a curve that peaks at its lr's epoch, higher for lr 3e-3
+        return [(1.0 if lr == 3e-3 else 0.8) - 0.05 * abs(e + 1 - peaks[lr]) + 0.001 * seed for e in range(epochs)]
+    sel = select_lr_epochs("arm", run, SelectionGrid(epochs=8))
+    assert (sel.lr, sel.epochs, sel.converged) == (3e-3, 3, True)
+    assert sel.score == pytest.approx(1.0005)
+    late = select_lr_epochs("late", lambda lr, s, e: list(range(e)), SelectionGrid(epochs=5))
+    assert late.epochs == 5 and not late.converged  # best at the budget's end: not converged
+    low = select_lr_epochs("loss", lambda lr, s, e: [abs(k - 1) + lr for k in range(e)],
+                           SelectionGrid(epochs=4, higher_is_better=False))
+    assert (low.lr, low.epochs) == (1e-3, 2)
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(lrs=(1e-3, 1e-2)), "at least 3"),
+                                             (dict(lrs=(1e-3, 2e-3, 1e-1)), "log-spaced"),
+                                             (dict(seeds=()), "at least 1"), (dict(epochs=0), "epochs")])
+def test_selection_grid_refuses_a_grid_that_is_not_one(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SelectionGrid(**kwargs)
+
+
+def test_selection_refuses_a_run_that_returns_the_wrong_curve():
+    with pytest.raises(ValueError, match="expected 4"):
+        select_lr_epochs("arm", lambda lr, s, e: [0.0] * (e - 1), SelectionGrid(epochs=4))
+
+
+def test_cell_targets_mark_the_cells_whose_centres_lie_in_a_box():
+    scene = generate(ToyWorldConfig(min_objects=1, max_objects=1), 1, seed=3)[0]
+    obj = scene.objects[0]
+    cats = ToyWorldConfig().categories
+    y = stage.cell_targets([scene], cats, 8)  # (1, C + K, 8, 8)
+    centres = (np.arange(8) + 0.5) * 8
+    x0, y0, x1, y1 = obj.box
+    expected = ((centres[:, None] >= y0) & (centres[:, None] < y1) & (centres[None] >= x0) & (centres[None] < x1))
+    assert np.array_equal(y[0, cats.index(obj.category)].numpy().astype(bool), expected)
+    assert y[0, :len(cats)].sum() == expected.sum()  # no other category anywhere
+
+
+def test_task_scores_of_a_perfect_reader_are_one_and_of_a_constant_reader_are_low():
+    world = ToyWorldConfig()
+    scenes = stage.stage_scenes(world, 4, 4, 60, 0)
+    cats = world.categories
+    truth = lambda sc: torch.tensor([[float(c in s.labels) for c in cats] for s in sc])
+    trials = stage.phrase_trials(scenes.test)
+    logits = stage.cell_targets(scenes.test, cats, 8) * 10  # the ground truth as a reader
+    perfect = stage.task_scores(truth(scenes.test), truth(scenes.single), stage.cell_maps(logits, trials, cats),
+                                scenes, cats, trials)
+    assert all(v == pytest.approx(1.0) for v in perfect.values()), perfect
+    flat = stage.task_scores(torch.zeros(60, len(cats)), torch.zeros(60, len(cats)), None, scenes, cats, trials)
+    assert flat[stage.TASKS[0]] < 0.2 and np.isnan(flat[stage.TASKS[3]])

@@ -20,8 +20,8 @@ MAX_LINES = 400
 # A room is a top-level module or package of fgclip ("train"), or one chapter's study
 # ("studies.maximage"); "" is the package root (its __init__: the version).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("entry points", ["__main__", "runner"]),
-    ("studies", ["studies", "studies.maximage", "studies.clip4dm", "studies.for_retrieval",
+    ("entry points", ["__main__", "runner", "replication"]),
+    ("studies", ["studies", "studies.stage", "studies.maximage", "studies.clip4dm", "studies.for_retrieval",
                  "studies.decoupling"]),
     ("presentation", ["viz", "reporting"]),
     ("loops and methods", ["train", "methods"]),
@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, list[str]]] = [
                    "paths"]),
     ("files", ["fileio", ""]),
 ]
-ALLOWED_SIDEWAYS = {("__main__", "runner")}  # the command line is the runner's front end
+# the command line is the runner's front end; make replicate runs chapters through the runner
+ALLOWED_SIDEWAYS = {("__main__", "runner"), ("__main__", "replication"), ("replication", "runner")}
 
 
 def module_names(package: Path) -> dict[str, Path]:

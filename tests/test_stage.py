@@ -143,3 +143,32 @@ def test_task_scores_of_a_perfect_reader_are_one_and_of_a_constant_reader_are_lo
     assert all(v == pytest.approx(1.0) for v in perfect.values()), perfect
     flat = stage.task_scores(torch.zeros(60, len(cats)), torch.zeros(60, len(cats)), None, scenes, cats, trials)
     assert flat[stage.TASKS[0]] < 0.2 and np.isnan(flat[stage.TASKS[3]])
+
+
+def test_check_recorded_fails_loudly_naming_the_metric_beyond_the_tolerance():
+    recorded = {"i2t_R@1": 0.90, "zero_shot_shape_acc": 0.95, "n": 1000}
+    drift = stage.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.91, "zero_shot_shape_acc": 0.94, "n": 1000})
+    assert drift == pytest.approx({"i2t_R@1": 0.01, "zero_shot_shape_acc": -0.01})
+    with pytest.raises(ValueError, match=r"toy-rn: .*zero_shot_shape_acc 0\.950 -> 0\.920"):
+        stage.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.90, "zero_shot_shape_acc": 0.92}, tolerance=0.02)
+    with pytest.raises(ValueError, match="records no test_metrics"):
+        stage.check_recorded("toy-vit", {}, {"i2t_R@1": 0.5})
+
+
+def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
+    from fgclip.evaluation import category_zero_shot, shape_classification
+
+    torch.manual_seed(0)
+    world = ToyWorldConfig()
+    scenes = stage.stage_scenes(world, 24, 12, 40, 0)
+    clip = create_clip("toy-vit", pretrained=None)
+    rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
+    assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("linear probe", "toy-vit"),
+                                                         ("zero-shot", "toy-vit")]
+    assert len(selections) == 3 and all(s.budget == 2 for s in selections)
+    zs = rows[2]  # recomputed independently through the evaluation module's own zero-shot path
+    direct = category_zero_shot(clip, scenes.test, world.categories)
+    assert zs[stage.TASKS[1]] == pytest.approx(direct["zero_shot_multilabel_mAP"], abs=1e-4)
+    assert zs[stage.TASKS[2]] == pytest.approx(direct["zero_shot_retrieval_AP@50"], abs=1e-4)
+    assert zs[stage.TASKS[0]] == pytest.approx(shape_classification(clip, scenes.single, world.categories), abs=1e-6)
+    assert all(0.0 <= r[t] <= 1.0 for r in rows for t in stage.TASKS)

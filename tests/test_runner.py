@@ -47,7 +47,7 @@ def test_cli_fails_fast_with_a_clear_message(tmp_path):
 
 def test_run_writes_notebook_params_and_results(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "fgclip", "run", "ch0", "-f", "cpu-small",
-                           "-p", "n_images", "200", "-p", "data_root", str(tmp_path),
+                           "-p", "n_images", "200", "-p", "stage", "false", "-p", "data_root", str(tmp_path),
                            "--runs-dir", str(tmp_path / "runs")],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -61,6 +61,8 @@ epsilon: float = 0.0  # the threshold rule's ε when tune_epsilon is False
 tune_epsilon: bool = True  # True: the threshold rule's ε maximises word F1 on val_split
 batch_size: int = 128  # pairs per forward/backward pass [> 0]
 max_pairs: int = 0  # > 0: a seeded sample of max_pairs FOIL pairs per split and draw [at least 0]
+margin_share: float = 0.03  # equivalence margin for shares of captions (LA, hit and flag rates) [> 0]
+margin_rank: float = 0.02  # equivalence margin for rank scores (paired accuracy, AP, word AUC, word F1) [> 0]
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
@@ -79,7 +81,7 @@ from fgclip.models import create_clip, load_image_batch
 from fgclip.reporting import found_box, glue_findings, show_source, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
-                                    selection as csel, speed as cspeed, units as cunits)
+                                    pairs as cpairs, selection as csel, speed as cspeed, units as cunits)
 from fgclip.viz import forest_plot, set_style
 from fgclip.viz.words import attribution_figure, caption_widget
 
@@ -87,6 +89,7 @@ set_style()
 seed_everything(seed)
 t_start = time.perf_counter()
 seeds = [seed + k for k in range(n_seeds)]
+margins = cunits.Margins(share=margin_share, rank=margin_rank)  # declared here, before any score is seen
 print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={pretrained}, device={device}")
 
 # %% [markdown]
@@ -195,6 +198,7 @@ assert np.allclose([forms["threshold"], forms["most negative"], forms["additive"
 # | {eq}`eq-clip4dm-word` | {func}`fgclip.methods.clip4dm.word_attributions` | `tests/test_ch2_clip4dm.py::test_word_attributions_average_bpe_tokens` |
 # | {eq}`eq-clip4dm-rules` | {func}`fgclip.methods.clip4dm.threshold_words`, {func}`fgclip.metrics.misalignment.most_negative` | `tests/test_ch2_clip4dm.py::test_rules_and_scores_by_hand`, `tests/test_ch2_protocol.py::test_span_ties_auc_f1` |
 # | {eq}`eq-fclipscore` | {func}`fgclip.methods.clip4dm.f_clip_score`, {func}`fgclip.methods.clip4dm.misalignment_penalty` | `tests/test_ch2_protocol.py::test_f_clip_score_forms_by_hand`, `tests/test_ch2_clip4dm.py::test_penalty_and_three_forms_by_hand` |
+# | {eq}`eq-clip4dm-paired` (below) | {func}`fgclip.studies.clip4dm.pairs.paired_accuracy` | `tests/test_ch2_controls.py::test_paired_accuracy_and_own_original` |
 #
 # Everything costs one forward and one backward pass per pair. open_clip 3.3.0
 # {cite}`ilharco2021openclip` never materialises attention probabilities (its blocks call a
@@ -217,6 +221,7 @@ assert np.allclose([forms["threshold"], forms["most negative"], forms["additive"
 
 # %%
 clip = create_clip(model, pretrained=pretrained, device=device)
+assert all(p.dtype == torch.float32 for p in clip.model.parameters())  # fp32 everywhere, no autocast
 data = cdata.load_draws(clip, data_root, val_split, test_split, seed, seeds, n_scenes, max_pairs)
 display(data.counts(val_split, test_split))
 print(f"captions skipped as longer than the context: {data.skipped}")
@@ -285,34 +290,74 @@ ties = {m: int(units[f"tie|{m}"].sum()) for m in [*arms, "leave-one-word-out"]}
 print(f"tied minima broken at random: {ties} of {len(units)} captions")
 
 # %% [markdown]
-# Every comparison in words goes through `fgclip.verdicts.compare`: the difference of the
-# two arms, pooled over the draws, with an interval from the between-draw spread and a
-# bootstrap over images.
+# The paper ranks every original above every foil by a pair score and reports the AP. Our
+# toy captions come in templates (objects, relations, counts) whose cosines need not be
+# comparable, so a pooled AP can reward separating templates. The headline
+# score comparison therefore pairs each foil $T'$ with its own original $T$ on the same image
+# and asks how often the original scores higher, per foil type:
+#
+# $$
+# \mathrm{acc}(F) = \frac{1}{|\mathcal{F}_t|} \sum_{T' \in \mathcal{F}_t}
+# \Big([F(I, T) > F(I, T')] + \tfrac12 [F(I, T) = F(I, T')]\Big)
+# $$ (eq-clip4dm-paired)
+#
+# with $\mathcal{F}_t$ the foils of type $t$; the pooled AP stays as a named row.
 
 # %%
-v_la, v_ap = ccmp.la_verdicts(units, seed), ccmp.ap_verdicts(units, seed)
-v_orig = ccmp.colour_word_verdict(units, seed)
-display(verdicts.verdict_table(v_la + v_ap + [v_orig]))
+display(show_source(cpairs.paired_accuracy))
+check = pd.DataFrame({"seed": 0, "image": ["i", "i", "j", "j"], "caption": ["a b", "a c", "d e", "d f"],
+                      "original": ["a b", "a b", "d e", "d e"], "foil_type": ["original", "shape"] * 2})
+acc_check = cpairs.paired_accuracy(check, [0.9, 0.5, 0.2, 0.2])  # one foil below its original, one tied
+print(f"scores (4,) -> acc per caption {acc_check}")
+assert np.isnan(acc_check[[0, 2]]).all() and acc_check[[1, 3]].tolist() == [1.0, 0.5]
+
+# %% [markdown]
+# Every comparison in words goes through `fgclip.verdicts.compare`: the difference of the
+# two arms, pooled over the draws, with an interval from the between-draw spread and a
+# bootstrap over images (the `cluster_unit` of every record: an image's original and foils
+# move together). Each verdict is judged against a margin of practical equivalence declared
+# in the parameters before the run: `margin_share` for shares of captions (LA and other hit
+# rates), `margin_rank` for rank scores (paired accuracy, AP, word AUC, word F1). A share
+# margin of 0.03 means three captions in a hundred found or missed, below which we would not
+# call one rule better at finding the wrong word; a rank margin of 0.02 is two foils in a
+# hundred ranked differently. Both are fixed in the parameters, the same for every
+# checkpoint, and are not adjusted to any result. The informed floor draws a word of the foil's own word
+# class (a shape word for a shape foil): a rule with nothing but a prior for word classes
+# reaches it.
+
+# %%
+v_la, v_pair = ccmp.la_verdicts(units, seed, margins), ccmp.paired_verdicts(units, seed, margins)
+v_floor, v_ap = ccmp.floor_verdicts(units, seed, margins), ccmp.ap_verdicts(units, seed, margins)
+v_orig = ccmp.colour_word_verdict(units, seed, margins)
+display(verdicts.verdict_table(v_la + v_floor + v_pair + v_ap + [v_orig]))
 role = pd.DataFrame({"most negative word": units[units.foil_type.eq("original")].role.value_counts(normalize=True)})
 display(role.style.format("{:.3f}").set_caption("original captions: where the most negative word falls"))
+power = ccmp.power_record(v_la[0])  # the central comparison: LA on the headline foils vs a random content word
+print(f"power check ({power['claim']}): half-width {power['half_width']:.3f}, target {power['target']:.3f}, "
+      f"met: {power['met']}")
 
 # %% [markdown]
 # ## Controls
 #
-# The localisation test (CLIP4DM against a random content word on shape foils) is read
-# through two controls. **Positive:** colour foils on single-object images, with the
-# foil colour replaced by the colour farthest from the object's; the image contradicts
-# the word as strongly as the toy world allows, so CLIP4DM must beat a random content
-# word there. **Negative:** on original captions, where nothing is wrong, the threshold
-# rule must not flag words more often than the rate its $\varepsilon$ was tuned to on the
-# validation originals. If either control fails, the test cannot decide here.
+# The localization test (CLIP4DM against a random content word on the headline foils) is
+# read through two controls, both on LA itself. **Positive:** colour foils on
+# single-object images, the foil colour replaced by the colour farthest from the object's,
+# so the image contradicts the word as strongly as the toy world allows; the rule must land
+# on the planted word more often than on the same slot of the caption's own original, where
+# the colour is true. A rule that simply names the colour word scores the same on both and
+# fails. **Negative:** in the originals of the headline foils nothing is wrong; the rule must
+# land on the slot the foil replaced as often as a random content word does, *equivalent*
+# within `margin_share`. A rule with a prior for (or against) that slot's word class fails.
+# If either control fails, the test cannot decide here.
 
 # %%
-v_pos = cctl.planted_control(clip, data.planted, main, rng, eps, seed, device, batch_size)
-v_neg = cctl.flag_rate_control(units, eps, test_split, val_split, seed)
+planted = cctl.planted_units(clip, data.planted, main, rng, eps, device, batch_size)
+v_pos = cctl.planted_control(planted, units, margins.share, seed)
+v_neg = cctl.position_control(units, headline, margins.share, seed)
 f_loc = verdicts.falsify(v_la[0], v_pos, v_neg, effect=verdicts.A_BETTER)
 print(f_loc.sentence())
 display(verdicts.verdict_table([v_pos, v_neg]))
+fig = forest_plot([v_la[0], v_pos, v_neg], margin=margins.share)
 
 # %% [markdown]
 # ## An example
@@ -338,9 +383,9 @@ print(f"foil word: {df0.foil_word[first]!r} at word {int(df0.start[first])}")
 # and as the AP of the threshold-form F-CLIPScore.
 
 # %%
-v_quart = ccmp.quartile_verdicts(units, carms.MAIN, types, seed)
+v_quart = ccmp.quartile_verdicts(units, carms.MAIN, types, seed, margins)
 display(verdicts.verdict_table(v_quart))
-v_trans, eps_types = ccmp.transfer(units, draws, main, data.val, attr_val[main], seed)
+v_trans, eps_types = ccmp.transfer(units, draws, main, data.val, attr_val[main], seed, margins)
 if v_trans:
     display(eps_types.style.format("{:.2e}").set_caption(f"ε per foil type, tuned on {val_split}"))
     display(verdicts.verdict_table(v_trans))
@@ -356,7 +401,8 @@ else:  # real FOIL has one foil type: nothing to transfer across
 # words shows where they fall on the model this run uses.
 
 # %%
-v_paper_eps, flagged_share = ccmp.paper_epsilon_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, seed)
+v_paper_eps, flagged_share = ccmp.paper_epsilon_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, seed,
+                                                          margins)
 display(flagged_share.style.format("{:.3f}"))
 display(verdicts.verdict_table(v_paper_eps))
 
@@ -396,12 +442,14 @@ widget.show()
 #
 # Each row is one comparison this chapter states in words (the `verdicts` of its
 # `results.json`): the difference A − B and its interval, coloured by the outcome
-# ({func}`fgclip.viz.verdicts.forest_plot`); a row whose interval crosses zero is one
-# the chapter cannot tell at this size.
+# ({func}`fgclip.viz.verdicts.forest_plot`). The shaded band is the share margin
+# (`margin_share`); rows of rank scores are judged against `margin_rank`, as their tables
+# say. A row whose interval lies inside its margin is equivalent; one that crosses zero but
+# reaches beyond the margin is one the chapter cannot tell at this size.
 
 # %%
-all_v = v_la + v_ap + [v_orig] + v_quart + v_trans + v_paper_eps  # as results.json lists them
-fig = forest_plot(all_v)
+all_v = v_la + v_floor + v_pair + v_ap + [v_orig] + v_quart + v_trans + v_paper_eps  # as results.json lists them
+fig = forest_plot(all_v, margin=margins.share)
 
 # %% [markdown]
 # ## Critique
@@ -417,8 +465,11 @@ findings = {
            f"the {main.label} text layers; LA {la['head']:.3f} on {headline} foils, {la['all']:.3f} on all types",
     "random": v_la[0].brief(), "loo-head": v_la[1].brief(), "loo-all": v_la[2].brief(), "relu": v_la[3].brief(),
     "gae": v_la[4].brief(), "per-type": ccmp.clauses(v_la[5:]), "colour-word": v_orig.brief(),
+    "floor": ccmp.clauses(v_floor), "paired": ccmp.clauses(v_pair),
     "ap-min": v_ap[0].brief(), "ap-threshold": v_ap[1].brief(), "ap-additive": v_ap[2].brief(),
     "controls": f_loc.sentence(), "quartiles": ccmp.clauses(v_quart), "transfer": ccmp.clauses(v_trans),
+    "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f} with "
+             f"{power['n_seeds']} draws: {'met' if power['met'] else 'not met'}",
     "paper-eps": ccmp.clauses(v_paper_eps)}
 glue_findings("ch2", findings)
 display(found_box("What we found", list(findings.values())))
@@ -435,13 +486,16 @@ display(found_box("What we found", list(findings.values())))
 # alone: {glue:md}`ch2-relu`; and against GAE itself: {glue:md}`ch2-gae`. Against the random
 # content word on every other foil type: {glue:md}`ch2-per-type`. On original captions, where
 # nothing is wrong, how often the most negative word is a colour word compared with a word
-# drawn at random: {glue:md}`ch2-colour-word`.
+# drawn at random: {glue:md}`ch2-colour-word`. Against the informed floor, a word of the
+# foil's own class: {glue:md}`ch2-floor`.
 #
-# **Controls.** {glue:md}`ch2-controls`
+# **Controls.** {glue:md}`ch2-controls` Power of the central comparison: {glue:md}`ch2-power`.
 #
-# **F-CLIPScore.** Ranking originals above foils, each form against CLIPScore: the form the
-# paper's code evaluates on FOIL, {glue:md}`ch2-ap-min`; the threshold form,
-# {glue:md}`ch2-ap-threshold`; our additive reading, {glue:md}`ch2-ap-additive`.
+# **F-CLIPScore.** Each foil against its own original, per foil type, the two forms the
+# paper's code uses against CLIPScore: {glue:md}`ch2-paired`. The pooled AP of the paper's
+# protocol, which mixes caption templates: the form the paper's code evaluates on FOIL,
+# {glue:md}`ch2-ap-min`; the threshold form, {glue:md}`ch2-ap-threshold`; our additive
+# reading, {glue:md}`ch2-ap-additive`.
 #
 # **The weakest claim.** The signal by CLIPScore quartile within each foil type:
 # {glue:md}`ch2-quartiles`. One ε across foil types, tuned on a type's own validation foils
@@ -460,4 +514,6 @@ write_results(results_path, {
     "ap": ap_table.to_dict(orient="index"), "original_caption_roles": role.iloc[:, 0].to_dict(),
     "ties": ties, "skipped_long": data.skipped, "eps_per_type": eps_types.to_dict(orient="index"),
     "speed_pairs_per_s": speed.table, "verdicts": all_v, "controls": [f_loc], "found": list(findings.values()),
+    "margins": {"share": margins.share, "rank": margins.rank}, "power_check": power, "precision": "fp32",
+    "cluster_unit": "images",
     "selection": selection.to_dict(orient="records"), "wall_s": time.perf_counter() - t_start}, chapter="ch2")

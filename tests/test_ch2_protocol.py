@@ -112,8 +112,8 @@ def test_seed_matrix_and_compare_units_on_planted_effect():
     a, b = rng.random(3 * n) < 0.9, rng.random(3 * n) < 0.2
     m = seed_matrix(units, a, np.ones(3 * n, bool))
     assert m.shape == (3, 3 * n) and (~np.isnan(m)).sum(axis=0).max() == 1
-    v = compare_units(units, a, b, np.ones(3 * n, bool), claim="x", arms=("a", "b"), unit="u", seed=0)
-    assert v.verdict == "A better" and v.n_seeds == 3
+    v = compare_units(units, a, b, np.ones(3 * n, bool), claim="x", arms=("a", "b"), unit="u", seed=0, margin=0.03)
+    assert v.verdict == "A better" and v.n_seeds == 3 and v.margin == 0.03 and v.cluster_unit == "images"
 
 
 def test_long_captions_are_flagged_and_loo_uses_official_words():
@@ -254,7 +254,9 @@ def test_build_units_and_type_tables_by_hand():
     la, ap = type_tables(units, ["M", "random content word"], ["most negative", "CLIPScore"], ["shape"])
     assert la.loc["M", ("LA", "shape")] == pytest.approx(0.75)
     assert ap.loc["CLIPScore", "shape"] == pytest.approx(1.0)  # originals all score higher
-    vs = quartile_verdicts(units, "M", ["shape"], seed=0)
+    from fgclip.studies.clip4dm.units import Margins
+    vs = quartile_verdicts(units, "M", ["shape"], seed=0, margins=Margins(0.03, 0.02))
+    assert [v.margin for v in vs] == [0.03, 0.02]
     assert [v.claim for v in vs] == ["LA on shape foils by CLIPScore quartile",
                                      "word AUC on shape foils by CLIPScore quartile"]
 
@@ -280,7 +282,9 @@ def test_paper_epsilon_verdicts_by_hand():
     units, attrs = _toy_unit_table()
     # strict: only the -0.5 foil word (3 of 4 images; F1 1, else 0) -> 0.75; loose flags every
     # word under 0.15: F1 0.5 in 3 of 4 images, 0 in the others -> 0.375
-    vs, flagged = paper_epsilon_verdicts(units, attrs, seed=0, eps={"strict": -0.4, "loose": 0.15})
+    from fgclip.studies.clip4dm.units import Margins
+    vs, flagged = paper_epsilon_verdicts(units, attrs, seed=0, margins=Margins(0.03, 0.02),
+                                         eps={"strict": -0.4, "loose": 0.15})
     assert vs[0].claim == "word F1 on foil captions" and vs[0].arms == ("ε = -0.4 (strict)", "ε = 0.15 (loose)")
     assert vs[0].difference == pytest.approx(0.75 - 0.375) and vs[0].verdict == verdicts.A_BETTER
     assert flagged.loc["original captions", "loose ε = 0.15"] == 1.0

@@ -10,7 +10,7 @@ from fgclip.methods import clip4dm as c4dm
 from fgclip.methods.clip4dm import AttributionConfig, Attributions
 from fgclip.models import create_clip
 from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
-                                    selection as csel, speed as cspeed)
+                                    selection as csel, speed as cspeed, units as cunits)
 from test_ch2_protocol import _toy_units
 
 
@@ -78,17 +78,23 @@ def test_verdict_families_on_synthetic_units():
     units = ccmp.unit_table(draws, arms, np.random.default_rng(0), eps)
     assert len(units) == sum(len(d.rows) for d in draws.values())
     assert ccmp.headline_type(units) == "shape" and ccmp.foil_types(units) == ["shape"]
-    la = ccmp.la_verdicts(units, seed=0)
+    margins = cunits.Margins(0.03, 0.02)
+    la = ccmp.la_verdicts(units, seed=0, margins=margins)
     assert [v.arms[1] for v in la] == ["random content word", "leave-one-word-out", "leave-one-word-out",
                                        "CLIP4DM + ReLU", "GAE"]
     assert la[0].verdict == verdicts.A_BETTER  # LA 0.75 against 0.5
-    assert la[3].verdict == verdicts.CANNOT_TELL and la[3].difference == 0.0  # identical arms
-    ap = ccmp.ap_verdicts(units, seed=0)
-    assert [v.arms[0] for v in ap] == list(carms.F_NAMES.values())
-    assert ccmp.colour_word_verdict(units, seed=0).arms[1] == "a random word"
-    neg = cctl.flag_rate_control(units, eps, "test", "val", seed=0)
-    assert neg.arms == ("test originals", "rate tuned on val") and neg.mean_a == 0.0
-    assert ccmp.transfer(units, draws, carms.last_layers(1), None, None, seed=0)[0] == []  # one foil type
+    assert la[3].verdict == verdicts.EQUIVALENT and la[3].difference == 0.0  # identical arms
+    assert all(v.margin == 0.03 and v.cluster_unit == "images" for v in la)
+    ap = ccmp.ap_verdicts(units, seed=0, margins=margins)
+    assert [v.arms[0] for v in ap] == list(carms.F_NAMES.values()) and ap[0].margin == 0.02
+    assert ccmp.colour_word_verdict(units, seed=0, margins=margins).arms[1] == "a random word"
+    floor = ccmp.floor_verdicts(units, seed=0, margins=margins)
+    assert [v.arms for v in floor] == [("CLIP4DM", "informed floor")]
+    pair = ccmp.paired_verdicts(units, seed=0, margins=margins)
+    assert [v.claim for v in pair] == ["shape foils ranked below their own original"] * 2
+    neg = cctl.position_control(units, "shape", margins.share, seed=0)
+    assert neg.arms == ("CLIP4DM", "random content word") and neg.margin == 0.03
+    assert ccmp.transfer(units, draws, carms.last_layers(1), None, None, seed=0, margins=margins)[0] == []
     assert ccmp.clauses([]) == "not tested here"
     assert ccmp.clauses(la[:1]) == f"{la[0].claim}: {la[0].brief()}"
 
@@ -113,8 +119,10 @@ def test_steps_end_to_end_on_an_exported_toy_split(tmp_path):
     assert len(draw.loo.w) == draw.foil.sum() == data.test[0].foil_type.ne("original").sum()
     eps = csel.select_epsilons(attr_val[main], data.val)
     units = ccmp.unit_table({0: draw}, arms, np.random.default_rng(0), eps)
-    pos = cctl.planted_control(clip, data.planted, main, np.random.default_rng(0), eps, seed=0)
-    assert pos.claim in ("LA on planted colour foils", "no planted colour foils")
+    planted = cctl.planted_units(clip, data.planted, main, np.random.default_rng(0), eps, batch_size=16)
+    pos = cctl.planted_control(planted, units, 0.03, seed=0)
+    assert pos.claim in ("LA on planted colour foils against the same slot of their originals",
+                         "no planted colour foils")
     speed = cspeed.speed(clip, data.test[0], main, n_pairs=3)
     assert speed.n_pairs == 3 and speed.measured > 0 and speed.allowed > 0
     assert set(units.foil_type) <= {"original", "shape", "color", "relation", "count"}

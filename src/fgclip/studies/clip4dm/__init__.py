@@ -12,8 +12,12 @@ split.
 * :mod:`~fgclip.studies.clip4dm.units`: one row per caption (hits, ties, word AUC,
   F-CLIPScore) and the comparison on them (:func:`~fgclip.studies.clip4dm.units.compare_units`);
 * :mod:`~fgclip.studies.clip4dm.selection`: the text layers and every ε, chosen on validation;
-* :mod:`~fgclip.studies.clip4dm.comparisons`: every verdict the chapter states;
-* :mod:`~fgclip.studies.clip4dm.controls`: the planted positive and the flag-rate negative control;
+* :mod:`~fgclip.studies.clip4dm.comparisons`: every verdict the chapter states, each with its
+  margin, and the power record of the central one;
+* :mod:`~fgclip.studies.clip4dm.pairs`: each foil paired with its own original (the paired
+  score comparison, the original's word at the foil's slot);
+* :mod:`~fgclip.studies.clip4dm.controls`: the planted positive and the position negative
+  control, both on LA itself;
 * :mod:`~fgclip.studies.clip4dm.speed`: CLIP4DM against leave-one-word-out, timed and in FLOPs.
 
 The paper's equations are in :mod:`fgclip.methods.clip4dm`.

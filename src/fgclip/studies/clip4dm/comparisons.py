@@ -12,7 +12,8 @@ from ...methods.clip4dm import AttributionConfig, Attributions, f_clip_score
 from ...metrics.misalignment import caption_f1, group_contrast
 from .arms import F_NAMES, MAIN, Draw
 from .selection import Epsilons, tune_eps_f1, tune_eps_for_ap
-from .units import ap_units, build_units, compare_units, labels_of, subset
+from .pairs import paired_accuracy
+from .units import Margins, ap_units, build_units, compare_units, labels_of, subset
 
 
 def unit_table(draws: dict[int, Draw], arms: dict[str, AttributionConfig], rng: np.random.Generator,
@@ -35,53 +36,85 @@ def foil_types(units: pd.DataFrame) -> list[str]:
     return sorted(set(units.foil_type) - {"original"})
 
 
-def la_verdict(units: pd.DataFrame, a: str, b: str, where, what: str, seed: int) -> verdicts.Verdict:
+def headline_first(units: pd.DataFrame) -> list[str]:
+    """The foil types present, the headline type first."""
+    head, types = headline_type(units), foil_types(units)
+    return [t for t in types if t == head] + [t for t in types if t != head]
+
+
+def la_verdict(units: pd.DataFrame, a: str, b: str, where, what: str, seed: int,
+               margin: float) -> verdicts.Verdict:
     """LA of arm ``a`` against arm ``b`` on the foil captions where ``where``."""
     return compare_units(units, units[f"hit|{a}"], units[f"hit|{b}"], where, claim=f"LA on {what}",
-                         arms=(a, b), unit="foil captions", seed=seed)
+                         arms=(a, b), unit="foil captions", seed=seed, margin=margin)
 
 
-def la_verdicts(units: pd.DataFrame, seed: int) -> list[verdicts.Verdict]:
+def la_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdicts.Verdict]:
     """CLIP4DM's LA against the random content word and leave-one-word-out on the headline
     foils; against leave-one-word-out, its ReLU twin and GAE on all foils; against the
     random content word on each other foil type."""
     head, types = headline_type(units), foil_types(units)
     is_foil, on_head = units.foil_type.ne("original").to_numpy(), units.foil_type.eq(head).to_numpy()
-    out = [la_verdict(units, MAIN, "random content word", on_head, f"{head} foils", seed),
-           la_verdict(units, MAIN, "leave-one-word-out", on_head, f"{head} foils", seed),
-           la_verdict(units, MAIN, "leave-one-word-out", is_foil, "all foils", seed),
-           la_verdict(units, MAIN, f"{MAIN} + ReLU", is_foil, "all foils (the ReLU alone)", seed),
-           la_verdict(units, MAIN, "GAE", is_foil, "all foils", seed)]
-    return out + [la_verdict(units, MAIN, "random content word", units.foil_type.eq(t).to_numpy(), f"{t} foils", seed)
-                  for t in types if t != head]
+    m = margins.share
+    out = [la_verdict(units, MAIN, "random content word", on_head, f"{head} foils", seed, m),
+           la_verdict(units, MAIN, "leave-one-word-out", on_head, f"{head} foils", seed, m),
+           la_verdict(units, MAIN, "leave-one-word-out", is_foil, "all foils", seed, m),
+           la_verdict(units, MAIN, f"{MAIN} + ReLU", is_foil, "all foils (the ReLU alone)", seed, m),
+           la_verdict(units, MAIN, "GAE", is_foil, "all foils", seed, m)]
+    return out + [la_verdict(units, MAIN, "random content word", units.foil_type.eq(t).to_numpy(), f"{t} foils",
+                             seed, m) for t in types if t != head]
 
 
-def ap_verdicts(units: pd.DataFrame, seed: int) -> list[verdicts.Verdict]:
-    """Each F-CLIPScore form against CLIPScore: per-original AP of originals above foils."""
+def floor_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdicts.Verdict]:
+    """CLIP4DM's LA against the informed floor, a word drawn from the foil's own word class
+    (a shape word for a shape foil), on each foil type, the headline type first."""
+    return [la_verdict(units, MAIN, "informed floor", units.foil_type.eq(t).to_numpy(), f"{t} foils", seed,
+                       margins.share) for t in headline_first(units)]
+
+
+OFFICIAL_FORMS = ("most negative", "threshold")  # the two forms the paper's code scores pairs by
+
+
+def paired_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdicts.Verdict]:
+    """The headline score comparison (eq-clip4dm-paired): per foil type (headline first), each
+    official F-CLIPScore form against CLIPScore by the share of foils that score below their
+    own original (ties count 1/2), so no caption template is ranked against another."""
+    acc = {f: paired_accuracy(units, units[f"F|{f}"]) for f in [*OFFICIAL_FORMS, "CLIPScore"]}
+    return [compare_units(units, acc[f], acc["CLIPScore"], units.foil_type.eq(t).to_numpy(),
+                          claim=f"{t} foils ranked below their own original", arms=(F_NAMES[f], "CLIPScore"),
+                          unit=f"{t} foil captions", seed=seed, margin=margins.rank)
+            for t in headline_first(units) for f in OFFICIAL_FORMS]
+
+
+def ap_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdicts.Verdict]:
+    """Each F-CLIPScore form against CLIPScore: per-original AP of originals above the foils
+    of every type pooled (the paper's protocol, which also ranks one caption template against
+    another: a named row, not the headline)."""
     is_foil, orig = units.foil_type.ne("original").to_numpy(), units.foil_type.eq("original").to_numpy()
     ap = {f: ap_units(units, units[f"F|{f}"], is_foil) for f in [*F_NAMES, "CLIPScore"]}
     return [compare_units(units, ap[f], ap["CLIPScore"], orig, arms=(name, "CLIPScore"),
-                          claim="AP of originals above foils (per-original precision)",
-                          unit="original captions", seed=seed) for f, name in F_NAMES.items()]
+                          claim="pooled AP of originals above all foils (templates mixed)",
+                          unit="original captions", seed=seed, margin=margins.rank)
+            for f, name in F_NAMES.items()]
 
 
-def colour_word_verdict(units: pd.DataFrame, seed: int) -> verdicts.Verdict:
+def colour_word_verdict(units: pd.DataFrame, seed: int, margins: Margins) -> verdicts.Verdict:
     """On original captions: is the most negative word a colour word more often than a
     uniformly drawn word is?"""
     orig = units.foil_type.eq("original").to_numpy()
     return compare_units(units, units.role.eq("colour").astype(float), units["random role share"], orig,
                          claim="on original captions, the most negative word is a colour word",
                          arms=("CLIP4DM's most negative word", "a random word"),
-                         unit="original captions", seed=seed)
+                         unit="original captions", seed=seed, margin=margins.share)
 
 
 def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str],
-                      seed: int) -> list[verdicts.Verdict]:
+                      seed: int, margins: Margins) -> list[verdicts.Verdict]:
     """Within each foil type, LA and word AUC of the highest vs the lowest CLIPScore
     quartile (quartiles of each draw's foils of that type), through ``group_contrast``."""
     out = []
     for t in types:
-        for metric, col in (("LA", f"hit|{method}"), ("word AUC", f"auc|{method}")):
+        for metric, col, m in (("LA", f"hit|{method}", margins.share), ("word AUC", f"auc|{method}", margins.rank)):
             a, b = np.full(len(units), np.nan), np.full(len(units), np.nan)
             for s in units.seed.unique():
                 sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy()
@@ -90,12 +123,12 @@ def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str],
                 a[sel], b[sel] = group_contrast(units[col].to_numpy()[sel], q == 3, q == 0)
             out.append(compare_units(units, a, b, ~np.isnan(a), claim=f"{metric} on {t} foils by CLIPScore quartile",
                                      arms=("highest quartile", "lowest quartile"),
-                                     unit=f"{t} foil captions", seed=seed))
+                                     unit=f"{t} foil captions", seed=seed, margin=m))
     return out
 
 
 def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: pd.DataFrame,
-                      val_attr: Attributions, types: Sequence[str], seed: int
+                      val_attr: Attributions, types: Sequence[str], seed: int, margins: Margins
                       ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
     """Threshold transfer across foil types: for target type t, ε tuned on val foils of t
     ("own ε") vs ε tuned on the val foils of the other types ("transferred ε"), as word F1
@@ -120,29 +153,32 @@ def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: 
         ap = {k: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], is_t)
               for k, e in e_ap.items()}
         out.append(compare_units(units, f1["own"], f1["transferred"], is_t, claim=f"word F1 on {t} foils",
-                                 arms=("own ε", "transferred ε"), unit=f"{t} foil captions", seed=seed))
+                                 arms=("own ε", "transferred ε"), unit=f"{t} foil captions", seed=seed,
+                                 margin=margins.rank))
         out.append(compare_units(units, ap["own"], ap["transferred"], ~np.isnan(ap["own"]),
                                  claim=f"F-CLIPScore (threshold) AP, originals vs {t} foils",
-                                 arms=("own ε", "transferred ε"), unit="original captions", seed=seed))
+                                 arms=("own ε", "transferred ε"), unit="original captions", seed=seed,
+                                 margin=margins.rank))
         chosen.append({"type": t, **{f"ε F1 {k}": v for k, v in e_f1.items()},
                        **{f"ε AP {k}": v for k, v in e_ap.items()}})
     return out, pd.DataFrame(chosen).set_index("type")
 
 
 def transfer(units: pd.DataFrame, draws: dict[int, Draw], main: AttributionConfig, val: pd.DataFrame,
-             val_attr: Attributions, seed: int) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
+             val_attr: Attributions, seed: int, margins: Margins) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
     """:func:`~fgclip.studies.clip4dm.comparisons.transfer_verdicts` of the chosen rule; nothing
     (no verdicts, an empty table) when there is a single foil type to transfer across."""
     types = foil_types(units)
     if len(types) < 2:
         return [], pd.DataFrame()
-    return transfer_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, val, val_attr, types, seed)
+    return transfer_verdicts(units, {s: d.attr[main] for s, d in draws.items()}, val, val_attr, types, seed,
+                             margins)
 
 
 PAPER_EPSILONS = {"FOIL": -5e-5, "Rich-HF": -1e-5}  # the paper's thresholds for the two benchmarks
 
 
-def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], seed: int,
+def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], seed: int, margins: Margins,
                            eps: dict[str, float] = PAPER_EPSILONS
                            ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
     """The reviewers' transfer test with the paper's own two thresholds: word F1 on foil
@@ -160,9 +196,10 @@ def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], 
           for e in (e_a, e_b)}
     arms = (f"ε = {e_a:g} ({name_a})", f"ε = {e_b:g} ({name_b})")
     out = [compare_units(units, f1[e_a], f1[e_b], foil, claim="word F1 on foil captions", arms=arms,
-                         unit="foil captions", seed=seed),
+                         unit="foil captions", seed=seed, margin=margins.rank),
            compare_units(units, ap[e_a], ap[e_b], ~np.isnan(ap[e_a]), claim="F-CLIPScore (threshold) AP, "
-                         "originals vs foils", arms=arms, unit="original captions", seed=seed)]
+                         "originals vs foils", arms=arms, unit="original captions", seed=seed,
+                         margin=margins.rank)]
     flagged = pd.DataFrame({f"{n} ε = {e:g}": {
         kind: float(np.mean(np.concatenate([np.asarray(w) < e for w, m in zip(w_all, foil) if m == is_foil])))
         for kind, is_foil in (("foil captions", True), ("original captions", False))} for n, e in eps.items()})
@@ -172,3 +209,11 @@ def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], 
 def clauses(vs: Sequence[verdicts.Verdict]) -> str:
     """Several verdicts as one Markdown string of '<claim>: <brief>' clauses, for prose."""
     return "; ".join(f"{v.claim}: {v.brief()}" for v in vs) or "not tested here"
+
+
+def power_record(v: verdicts.Verdict) -> dict:
+    """The power check of the chapter's central comparison: the interval's half-width against
+    half of max(|difference|, margin); ``met`` when it is no wider (issue 30's target)."""
+    half, target = (v.ci_high - v.ci_low) / 2, 0.5 * max(abs(v.difference), v.margin or 0.0)
+    return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "half_width": float(half),
+            "target": float(target), "met": bool(half <= target)}

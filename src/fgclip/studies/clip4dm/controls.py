@@ -1,5 +1,7 @@
-"""Chapter 2's controls: planted colour foils (positive) and the flag rate on original
-captions (negative)."""
+"""Chapter 2's controls of the localization test, both read through LA itself: planted
+colour foils against the same slot of their own originals (positive), and the headline
+foils' slot in their originals, where nothing is wrong, against a random content word
+(negative, which must come out 'equivalent')."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,33 +11,48 @@ from ... import verdicts
 from ...methods.clip4dm import AttributionConfig
 from ...models.factory import Clip
 from .arms import MAIN, attribute
+from .pairs import original_slot
 from .selection import Epsilons
 from .units import build_units, compare_units
 
 
-def planted_control(clip: Clip, planted: dict[int, pd.DataFrame], main: AttributionConfig,
-                    rng: np.random.Generator, eps: Epsilons, seed: int, device: str = "cpu",
-                    batch_size: int = 128) -> verdicts.Verdict:
-    """Positive control: CLIP4DM's LA against the random content word on the planted colour
-    foils of every draw. Without any (real FOIL) the control cannot be built, and the
-    returned verdict cannot pass."""
+def planted_units(clip: Clip, planted: dict[int, pd.DataFrame], main: AttributionConfig,
+                  rng: np.random.Generator, eps: Epsilons, device: str = "cpu",
+                  batch_size: int = 128) -> pd.DataFrame:
+    """Unit rows (:func:`~fgclip.studies.clip4dm.units.build_units`) of the planted colour
+    foils of every draw under the chosen rule; empty when there are none (real FOIL)."""
     attr = {s: attribute(clip, p, [main], device, batch_size)[0][main] for s, p in planted.items() if len(p)}
     if not attr:
+        return pd.DataFrame()
+    return pd.concat([build_units(planted[s], {MAIN: a}, MAIN, rng, eps.forms, eps.f1)
+                      for s, a in attr.items()], ignore_index=True)
+
+
+def planted_control(planted: pd.DataFrame, units: pd.DataFrame, margin: float,
+                    seed: int) -> verdicts.Verdict:
+    """Positive control: on the planted colour foils, the rule's most negative word lands on
+    the planted word more often than it lands on the same slot of the caption's own original
+    (the true colour). A rule that always names the colour word scores alike on both and
+    fails. Without planted foils (real FOIL) the control cannot pass."""
+    slot = original_slot(planted, units) if len(planted) else pd.DataFrame()
+    if slot.empty or slot["slot hit"].notna().sum() < 2:
         return verdicts.compare([0.0, 0.0], [0.0, 0.0], claim="no planted colour foils",
-                                arms=(MAIN, "random"), unit="none")
-    pl = pd.concat([build_units(planted[s], {MAIN: a}, MAIN, rng, eps.forms, eps.f1)
-                    for s, a in attr.items()], ignore_index=True)
-    return compare_units(pl, pl[f"hit|{MAIN}"], pl["hit|random content word"], np.ones(len(pl), bool),
-                         claim="LA on planted colour foils", arms=(MAIN, "random content word"),
-                         unit="planted captions", seed=seed)
+                                arms=(MAIN, "its original"), unit="none", margin=margin)
+    return compare_units(planted, planted[f"hit|{MAIN}"], slot["slot hit"], slot["slot hit"].notna(),
+                         claim="LA on planted colour foils against the same slot of their originals",
+                         arms=("planted foil", "own original"), unit="planted captions", seed=seed, margin=margin)
 
 
-def flag_rate_control(units: pd.DataFrame, eps: Epsilons, test_split: str, val_split: str,
-                      seed: int) -> verdicts.Verdict:
-    """Negative control: the share of words the threshold rule flags on the test originals
-    against the rate its ε flags on the validation originals."""
-    return compare_units(units, units.flagged, np.full(len(units), eps.val_fpr),
-                         units.foil_type.eq("original").to_numpy(),
-                         claim="share of words flagged on original captions",
-                         arms=(f"{test_split} originals", f"rate tuned on {val_split}"),
-                         unit="original captions", seed=seed)
+def position_control(units: pd.DataFrame, foil_type: str, margin: float, seed: int) -> verdicts.Verdict:
+    """Negative control: in the own originals of the ``foil_type`` foils, where nothing is
+    wrong, the rule's most negative word lands in the slot the foil replaced as often as a
+    random content word does: it passes only as 'equivalent' within ``margin``. A rule with
+    a prior for that slot's word class (or one that reads the label) fails it."""
+    rows = units[units.foil_type.eq(foil_type)]
+    slot = original_slot(rows, units)
+    a, b = np.full(len(units), np.nan), np.full(len(units), np.nan)
+    pos = units.index.get_indexer(rows.index)
+    a[pos], b[pos] = slot["slot hit"].to_numpy(), slot["slot random"].to_numpy()
+    return compare_units(units, a, b, ~np.isnan(a), claim=f"{MAIN} on the {foil_type} slot of original captions",
+                         arms=(MAIN, "random content word"), unit=f"original captions ({foil_type} slot)",
+                         seed=seed, margin=margin)

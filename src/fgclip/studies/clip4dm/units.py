@@ -5,6 +5,7 @@ in the bootstrap); the seeds are the test draws (:mod:`fgclip.studies.clip4dm.da
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -35,12 +36,13 @@ def labels_of(attr: Attributions, df: pd.DataFrame) -> list[np.ndarray]:
 def localization_units(attr: Attributions, df: pd.DataFrame, rng: np.random.Generator
                        ) -> pd.DataFrame:
     """Per caption: hit (the most negative word lies in the foil span; NaN for originals),
-    tie (argmin was tied and broken at random), caption AUC and the argmin word's role."""
+    tie (argmin was tied and broken at random), caption AUC, the argmin word's role and its
+    index (argmin)."""
     labels, out = labels_of(attr, df), []
     for w, y, words in zip(attr.w, labels, attr.words):
         j, tie = most_negative(w, rng)
         out.append(dict(hit=float(y[j]) if y.any() else np.nan, tie=tie, auc=caption_auc(w, y),
-                        role=word_role(words[j])))
+                        role=word_role(words[j]), argmin=j))
     return pd.DataFrame(out, index=df.index)
 
 
@@ -53,6 +55,20 @@ def random_content_hit(words: Sequence[str], y: np.ndarray) -> float:
     content = np.array([w.lower() not in STOPWORDS for w in words])
     content = content if content.any() else np.ones_like(content)
     return float((y & content).sum() / content.sum())
+
+
+def informed_floor_hit(words: Sequence[str], y: np.ndarray) -> float:
+    """Expected hit of a word drawn uniformly from the foil's own word class (the role of
+    its first word: a colour for a colour foil, a shape for a shape foil): |span ∩ class| /
+    |class|; the random content word where the class is 'other'; NaN for an original."""
+    y = np.asarray(y, dtype=bool)
+    if not y.any():
+        return float("nan")
+    role = word_role(words[int(np.flatnonzero(y)[0])])
+    if role in ("other", "function word"):
+        return random_content_hit(words, y)
+    same = np.array([word_role(w) == role for w in words])
+    return float((y & same).sum() / same.sum())
 
 
 def f_scores(attr: Attributions, eps: dict[str, float | None]) -> dict[str, np.ndarray]:
@@ -75,16 +91,31 @@ def seed_matrix(units: pd.DataFrame, values, where) -> np.ndarray:
     return mat
 
 
+@dataclass(frozen=True)
+class Margins:
+    """The margins of practical equivalence, one per kind of score, declared before the run:
+    ``share`` for shares of captions or words (LA, hit and flag rates), ``rank`` for rank and
+    overlap scores (AP, pairwise accuracy, word AUC, word F1)."""
+
+    share: float
+    rank: float
+
+    def __post_init__(self):
+        if not (self.share > 0 and self.rank > 0):
+            raise ValueError(f"margins must be > 0, got share={self.share}, rank={self.rank}")
+
+
 def compare_units(units: pd.DataFrame, a, b, where, *, claim: str, arms: tuple[str, str],
-                  unit: str, seed: int, higher_is_better: bool = True) -> verdicts.Verdict:
+                  unit: str, seed: int, margin: float, higher_is_better: bool = True) -> verdicts.Verdict:
     """:func:`fgclip.verdicts.compare` on per-caption values a, b (arrays over ``units``
-    rows) restricted to ``where``, seeds = test draws, captions clustered by image."""
+    rows) restricted to ``where``, seeds = test draws, captions clustered by image (the
+    ``cluster_unit`` of the record), judged against ``margin``."""
     where = np.asarray(where, dtype=bool) & ~np.isnan(np.asarray(a, dtype=float)) \
         & ~np.isnan(np.asarray(b, dtype=float))
     return verdicts.compare(seed_matrix(units, a, where), seed_matrix(units, b, where),
                             claim=claim, arms=arms, unit=unit,
                             clusters=units.cluster[where].to_numpy(), cluster_unit="images",
-                            seed=seed, higher_is_better=higher_is_better)
+                            seed=seed, higher_is_better=higher_is_better, margin=margin)
 
 
 def per_seed(units: pd.DataFrame, where, fn) -> np.ndarray:
@@ -122,10 +153,12 @@ def build_units(df: pd.DataFrame, attrs: dict[str, Attributions], main: str,
             out[f"{col}|{name}"] = np.nan
             out.loc[mask, f"{col}|{name}"] = u[col].to_numpy(dtype=float)
         if name == main:
-            out["role"] = u.role
+            out["role"], out["argmin"] = u.role, u.argmin
     a = attrs[main]
     labels = labels_of(a, df)
     out["hit|random content word"] = [random_content_hit(w, y) for w, y in zip(a.words, labels)]
+    out["hit|informed floor"] = [informed_floor_hit(w, y) for w, y in zip(a.words, labels)]
+    out["words"], out["source"] = list(a.words), list(a.source)
     out["cos"] = a.cos
     for form, v in f_scores(a, eps).items():
         out[f"F|{form}"] = v

@@ -7,8 +7,8 @@ from open_clip.modified_resnet import AttentionPool2d
 
 from fgclip.methods.sumclip import SumClipHead, frozen_attention_pool, pool_memory
 from fgclip.metrics.object_retrieval import average_precision_at_k, per_category_ap
-from fgclip.studies.for_retrieval.folds import (acceptance, category_folds, choose_k, novel_matrix,
-                                                score_rows, shuffle_targets, vocabulary_scaled_tau)
+from fgclip.studies.for_retrieval.folds import (acceptance, category_folds, choose_k, fold_units, novel_matrix,
+                                                score_rows, shuffle_targets, unit_matrix, vocabulary_scaled_tau)
 
 
 def test_folds_are_disjoint_cover_everything_and_follow_the_seed():
@@ -92,6 +92,23 @@ def test_score_rows_and_novel_matrix():
         novel_matrix(pd.DataFrame(rows), "B", "AP", [0, 1], ["x", "y"])
 
 
+def test_fold_units_cluster_by_the_fold_head():
+    folds = [["x"], ["y"]]
+    novel, clusters = fold_units(folds, ["x", "y"], "novel")
+    assert novel == [(0, "x"), (1, "y")] and clusters == [0, 1]
+    base, clusters = fold_units(folds, ["x", "y"], "base")
+    assert base == [(0, "y"), (1, "x")] and clusters == [0, 1]
+    text, emb, relevant = torch.eye(2), torch.eye(2)[:, None], torch.eye(2, dtype=torch.bool)
+    rows = []
+    for s in (0, 1):
+        rows += score_rows("A", 0, s, text, emb, relevant, ["x", "y"], novel=["x"])
+        rows += score_rows("A", 1, s, text, emb.flip(0), relevant, ["x", "y"], novel=["y"])
+    m = unit_matrix(pd.DataFrame(rows), "A", "AP", [0, 1], novel)
+    assert m.shape == (2, 2) and m[:, 0].tolist() == [1.0, 1.0] and m[:, 1].tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match="role"):
+        fold_units(folds, ["x", "y"], "other")
+
+
 def test_choose_k_prefers_the_better_and_smaller_k():
     torch.manual_seed(0)
     dense = torch.randn(6, 8, 2, 2)
@@ -173,7 +190,7 @@ def test_for_data_splits_the_training_images_and_encodes_once(small_study):
     assert data.query_text.shape[0] == len(data.categories) and data.logit_scale > 1
 
 
-def test_prepare_fold_chooses_on_validation_and_train_arms_trains_every_arm(small_study):
+def test_prepare_fold_chooses_on_validation_and_every_arm_is_selected_and_trained(small_study):
     from fgclip.studies.for_retrieval import folds as ff
     data, _ = small_study
     novel = data.categories[:3]
@@ -187,11 +204,27 @@ def test_prepare_fold_chooses_on_validation_and_train_arms_trains_every_arm(smal
     assert fold.acceptance[1]["share of vocabulary"] > 0.5
     planted = fold.teacher[ff.PLANTED][0]
     assert [set(t.tolist()) for t in planted] == [set(r.nonzero().flatten().tolist()) for r in data.truth[data.fit_idx]]
-    runs, attn = ff.train_arms(data, fold, 0, dict(n_queries=3, n_layers=1, d_model=8, residual=False, train_out=True),
-                               dict(epochs=1, batch_size=16, lr=1e-3))
-    expected = {ff.GLOBAL, ff.CLUSTER, ff.SUPERVISED, ff.FROZEN, ff.GLOBAL_SLOT, *fold.teacher}
-    assert set(runs) == expected
+    from fgclip.studies.for_retrieval import protocol as fp
+    from fgclip.train.selection import SelectionGrid
+    head_kw = dict(n_queries=3, n_layers=1, d_model=8, residual=False, train_out=True)
+    train_kw = dict(batch_size=16, precision="fp32")
+    grid = SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1), epochs=2)
+    schedules, kept = fp.select_schedules(data, fold, grid, head_kw, train_kw)
+    trained = set(fp.arm_settings(fold, head_kw, 0))
+    assert set(schedules) == trained and {ff.SUPERVISED, ff.FOR, ff.PAPER} <= trained
+    assert all(s.lr in grid.lrs and 1 <= s.epochs <= 2 and len(s.curves[s.lr]) == 2 for s in schedules.values())
+    assert set(kept) == {(a, s) for a in trained for s in (0, 1)}
+    runs, attn = fp.fold_runs(data, fold, 0, schedules, head_kw, train_kw, kept)
+    assert set(runs) == trained | {ff.GLOBAL, ff.CLUSTER, ff.UNTRAINED, ff.GLOBAL_SLOT}
     assert runs[ff.FOR].shape == (24, 3, data.query_text.shape[1]) and attn.shape[:2] == (24, 3)
     assert runs[ff.CLUSTER].shape[1] == fold.k + 1
     torch.testing.assert_close(runs[ff.GLOBAL_SLOT], torch.cat([runs[ff.GLOBAL], runs[ff.FOR]], 1))
     assert not torch.allclose(runs[ff.SUPERVISED], runs[ff.FOR])  # the pseudo-label loss changed something
+    # a kept head is the run a fresh training at its schedule gives (same seed, same batches)
+    sel = schedules[ff.FOR]
+    labels, kw = fp.arm_settings(fold, head_kw, 1)[ff.FOR]
+    fresh = fp.train_run(data, fold, labels, kw, 1, sel.lr, sel.epochs, train_kw).head
+    torch.testing.assert_close(fp.embed(fresh, data.gallery.memory)[0], fp.embed(kept[ff.FOR, 1], data.gallery.memory)[0])
+    # the shuffled control is drawn anew for every training seed
+    shuffled = [fp.arm_settings(fold, head_kw, s)[ff.SHUFFLED][0][0] for s in (0, 1)]
+    assert any(not torch.equal(a, b) for a, b in zip(*shuffled))

@@ -6,11 +6,12 @@ positional embeddings p_0..p_P and the mean token m = (1/P) sum_j f_j, it comput
     e = W_c MHA( q = W_q (m + p_0),  K = W_k [m + p_0, f_j + p_j],  V = W_v [m + p_0, f_j + p_j] ),
 
 one embedding per image. SUM-CLIP replaces the mean token by N tokens
-t_i = m + U h_i (i = 1..N), where h = Dec(Q, f) are N learnable queries Q (N, d) refined by
-DETR-style decoder layers over the (projected) feature map and U (C, d) lifts them back
-to the pooling's width C. Each t_i is pooled exactly as CLIP pools m, with W_q, W_k, W_v,
-W_c and p frozen, so e_i = Pool(t_i) stays in CLIP's joint space; U starts at zero, so at
-initialisation every e_i equals CLIP's global embedding.
+t_i = U h_i (i = 1..N, the paper's design), where h = Dec(Q, f) are N learnable queries Q
+(N, d) refined by DETR-style decoder layers over the (projected) feature map and U (C, d)
+lifts them back to the pooling's width C. Each t_i is pooled exactly as CLIP pools m, with
+W_q, W_k, W_v and p frozen, so e_i = Pool(t_i) stays in CLIP's joint space. U starts at
+zero, so at initialisation every t_i is 0 (with the m-residual below, every e_i is then
+CLIP's global embedding).
 
 Two options (``residual``, ``train_out``) select the setting:
 
@@ -23,7 +24,7 @@ Two options (``residual``, ``train_out``) select the setting:
   whole pooling frozen (the frozen-backbone arm, where nothing can be forgotten).
 
 Deviation for a CPU: the paper's decoder works at width C; ours works at width d (a
-parameter, 128 on the toy) with linear maps C -> d for the memory and d -> C (U) for the
+parameter: chapter 3 runs d = 16 on the toy CLIP) with linear maps C -> d for the memory and d -> C (U) for the
 output. Because the pooling's projections are linear and frozen,
 W (m + p_0 + U h) = W (m + p_0) + (W U) h, so the per-image terms W (m + p_0) and the
 map's keys and values are computed once (:func:`pool_memory`) and reused every epoch.

@@ -5,7 +5,9 @@
 * :mod:`~fgclip.studies.for_retrieval.data`: the COCO root or toy export, its splits, the open
   vocabulary, and everything the fold loop reads (:class:`~fgclip.studies.for_retrieval.data.ForData`);
 * :mod:`~fgclip.studies.for_retrieval.folds`: rotated novel folds, the choices made on held-out
-  training images, the teacher arms and their planted controls, and the per-category scores.
+  training images, the teacher arms and their planted controls, and the per-category scores;
+* :mod:`~fgclip.studies.for_retrieval.protocol`: every trained arm's learning rate and epochs
+  chosen on validation images, the fold loop, the verdicts clustered by fold, the power check.
 
 The paper's equations are in :mod:`fgclip.methods.sumclip`, :mod:`fgclip.methods.cluster_clip`
 and :mod:`fgclip.losses.matching`.

@@ -24,10 +24,9 @@ import torch
 
 from ...losses.matching import choose_threshold, label_f1, log_grid, teacher_scores
 from ...methods.cluster_clip import cluster_clip_embeddings
-from ...methods.sumclip import PoolMemory, SumClipHead
 from ...metrics.object_retrieval import per_category_ap
 from .data import ForData
-from .head import HeadTrainConfig, embed, label_matrix, targets_from, train_head
+from .head import label_matrix, targets_from
 
 IMAGENET21K_NAMES = 21_843
 
@@ -100,23 +99,6 @@ def choose_k(dense: torch.Tensor, pooled: torch.Tensor, text: torch.Tensor, rele
     return best, table
 
 
-def train_and_embed(pool, memory: PoolMemory, eval_memory: PoolMemory, sup, pl,
-                    base_text: torch.Tensor, vocab_text: torch.Tensor, logit_scale: float,
-                    seed: int, head_kw: dict, train_kw: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Train one SUM-CLIP head from ``seed`` (L = w_sup L_sup + w_pl L_pl) and embed the gallery.
-
-    pl=None trains supervised only. Returns embeddings (I, N, D) and attention (I, N, 1 + P).
-    """
-    torch.manual_seed(seed)
-    head = SumClipHead(pool, **head_kw).to(memory.mean.device)
-    cfg = HeadTrainConfig(seed=seed, w_pl=0.0 if pl is None else train_kw.get("w_pl", 1.0),
-                          **{k: v for k, v in train_kw.items() if k != "w_pl"})
-    train_head(head, memory, sup, pl if pl is not None else [None] * len(sup),
-               base_text, vocab_text, logit_scale, cfg)
-    emb, attn = embed(head, eval_memory)
-    return emb.cpu(), attn.cpu()
-
-
 def score_rows(arm: str, fold: int, seed: int, text: torch.Tensor, embeddings: torch.Tensor,
                relevant: torch.Tensor, categories: Sequence[str], novel: Sequence[str]) -> list[dict]:
     """One row per category: its AP under each convention and its role in this fold."""
@@ -138,6 +120,30 @@ def novel_matrix(rows: pd.DataFrame, arm: str, metric: str, seeds: Sequence[int]
         raise ValueError(f"no {role} rows for arm {arm!r}")
     table = sel.pivot_table(index="seed", columns="category", values=metric, aggfunc="mean")
     return table.reindex(index=list(seeds), columns=list(categories)).to_numpy(dtype=np.float64)
+
+
+def fold_units(folds: Sequence[Sequence[str]], categories: Sequence[str], role: str = "novel",
+               ) -> tuple[list[tuple[int, str]], list[int]]:
+    """The scored units of one role and their clusters: (fold, category) pairs and the fold of each.
+
+    role="novel": each category once, in the fold that holds it out; role="base": every
+    (fold, category) where the category is base. The categories of one fold share the head
+    trained on that fold, so the fold (its head) is the cluster the bootstrap resamples.
+    """
+    if role not in ("novel", "base"):
+        raise ValueError(f"role must be 'novel' or 'base', got {role!r}")
+    units = [(f, c) for f, fold in enumerate(folds) for c in categories if (c in fold) == (role == "novel")]
+    return units, [f for f, _ in units]
+
+
+def unit_matrix(rows: pd.DataFrame, arm: str, metric: str, seeds: Sequence[int],
+                units: Sequence[tuple[int, str]]) -> np.ndarray:
+    """a[s, u]: ``metric`` of unit u = (fold, category) under seed s -> (S, U); NaN where unscored."""
+    sel = rows[rows["arm"] == arm]
+    if sel.empty:
+        raise ValueError(f"no rows for arm {arm!r}")
+    table = sel.pivot_table(index="seed", columns=["fold", "category"], values=metric, aggfunc="mean")
+    return table.reindex(index=list(seeds), columns=pd.MultiIndex.from_tuples(list(units))).to_numpy(np.float64)
 
 
 def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torch.Tensor,
@@ -165,9 +171,9 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
     return arms
 
 
-# The arms of the fold loop. Trained arms share one head setting except the frozen arm.
+# The arms of the fold loop. Trained arms share one head setting except the paper's head.
 GLOBAL, CLUSTER, SUPERVISED, FOR = "CLIP global", "Cluster-CLIP", "supervised only", "FOR"
-FROZEN, GLOBAL_SLOT = "FOR, frozen (m-residual)", "FOR + global slot"
+PAPER, GLOBAL_SLOT, UNTRAINED = "FOR, paper's head (frozen pooling)", "FOR + global slot", "untrained head"
 FIXED_TAU, SCALED_TAU, NAMES_REMOVED = "FOR, fixed τ (paper)", "FOR, τ scaled to V", "FOR, novel names removed"
 ORACLE, PLANTED, SHUFFLED = "FOR, wrong labels removed (oracle)", "planted teacher (correct labels)", "planted teacher, shuffled"
 
@@ -224,32 +230,3 @@ def prepare_fold(data: ForData, index: int, novel: Sequence[str], k_candidates: 
     sup = targets_from(label_matrix([data.train_labels[i] & set(base) for i in fit], base))
     arms = teacher_arms(scores[fit], scores_rm[fit], data.truth[fit], taus, data.vocab_text, keep, seed + index)
     return Fold(index, list(novel), base, k, taus, sup, arms, selection, acc)
-
-
-def train_arms(data: ForData, fold: Fold, seed: int, head_kw: dict, train_kw: dict,
-               clusters: dict | None = None) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """Every arm's gallery embeddings (I, slots, D) for one (fold, seed), and FOR's attention.
-
-    Trained arms: supervised only, FOR and each teacher arm with ``head_kw``; the frozen arm
-    with the m-residual and CLIP's own W_c. ``clusters`` caches Cluster-CLIP per (k, seed).
-    """
-    clusters = {} if clusters is None else clusters
-    if (fold.k, seed) not in clusters:
-        clusters[fold.k, seed] = cluster_clip_embeddings(data.gallery.dense, data.gallery.pooled, fold.k, seed)
-    bq = torch.tensor([data.categories.index(c) for c in fold.base])
-    memory, gallery = data.train.memory.select(data.fit_idx), data.gallery.memory
-
-    def fit(labels, kw):  # labels: None (supervised only) or (targets per image, the text they index)
-        targets, text = labels if labels is not None else (None, data.vocab_text)
-        return train_and_embed(data.pool, memory, gallery, fold.supervised, targets, data.query_text[bq],
-                               text, data.logit_scale, seed, kw, train_kw)
-
-    runs = {GLOBAL: data.gallery.pooled[:, None].cpu(), CLUSTER: clusters[fold.k, seed],
-            SUPERVISED: fit(None, head_kw)[0],
-            FROZEN: fit(fold.teacher[FOR], {**head_kw, "residual": True, "train_out": False})[0]}
-    for name, labels in fold.teacher.items():
-        runs[name], attn = fit(labels, head_kw)
-        if name == FOR:
-            for_attention = attn
-    runs[GLOBAL_SLOT] = torch.cat([runs[GLOBAL], runs[FOR]], 1)
-    return runs, for_attention

@@ -8,7 +8,7 @@ Training minimises L = w_sup L_sup + w_pl L_pl (:mod:`fgclip.losses.matching`) w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -57,9 +57,11 @@ class HeadTrainConfig(HeadTraining):
 
 def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torch.Tensor | None],
                pl_targets: Sequence[torch.Tensor | None], base_text: torch.Tensor,
-               vocab_text: torch.Tensor, logit_scale: float, cfg: HeadTrainConfig) -> list[dict]:
+               vocab_text: torch.Tensor, logit_scale: float, cfg: HeadTrainConfig,
+               after_epoch: Callable[[dict], bool] | None = None) -> list[dict]:
     """Train ``head`` in place through the one loop (:func:`fgclip.train.loop.train_loop`);
     returns the history, per epoch the mean of L, L_sup and L_pl over its batches.
+    ``after_epoch(row)`` runs after every epoch (e.g. a validation score; True stops).
 
     sup_targets[i]: base-category indices of image i (None when i is unlabelled);
     pl_targets[i]: accepted open-vocabulary indices of image i. Each loss has its own
@@ -89,7 +91,7 @@ def train_head(head: SumClipHead, memory: PoolMemory, sup_targets: Sequence[torc
 
     params = [p for p in head.parameters() if p.requires_grad] + [null]
     return train_loop(params, lambda: seeded_batches(n, cfg.batch_size, gen), batch_loss,
-                      cfg, modules=(head,))
+                      cfg, modules=(head,), after_epoch=after_epoch)
 
 
 @torch.no_grad()

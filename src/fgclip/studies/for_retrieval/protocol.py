@@ -1,0 +1,237 @@
+"""Chapter 3's schedules and fold loop: every trained arm trained alike, its learning rate and
+number of epochs chosen on validation images, never on the retrieval gallery.
+
+Schedules (:func:`select_schedules`): on one fold, every trained arm runs at every (lr, seed)
+of one :class:`~fgclip.train.selection.SelectionGrid` for the same budget of E epochs. After
+each epoch the head ranks the *validation* images (training images no head learns from) for
+the fold's base categories, and its mean full AP is v_{lr,s}(e);
+:func:`~fgclip.train.selection.select_lr_epochs` then picks (lr*, e*) for the arm
+(eq-selection). The selection's own runs at (lr*, e*) are kept as that fold's first evaluation
+runs (their state after epoch e*). Every other (fold, seed) trains each arm from scratch at its
+(lr*, e*) (:func:`fold_runs`): the same run, since a run's batches and initialisation depend
+only on its seed.
+
+Arms (:func:`arm_settings`): supervised only; FOR (both losses, the pooling's output
+projection W_c trainable, the setting where forgetting can happen); the paper's head (FOR's
+labels, the whole pooling frozen, no m-residual); and the teacher variants of
+:func:`fgclip.studies.for_retrieval.folds.teacher_arms`, with the shuffled control drawn
+anew for every training seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...methods.cluster_clip import cluster_clip_embeddings
+from ...methods.sumclip import SumClipHead
+from ...metrics.object_retrieval import per_category_ap
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs
+from ...verdicts import Verdict, compare
+from .data import ForData
+from .folds import (CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, PLANTED, SHUFFLED, SUPERVISED, UNTRAINED, Fold,
+                    fold_units, shuffle_targets, unit_matrix)
+from .head import HeadTrainConfig, embed, label_matrix, train_head
+
+Labels = tuple[list[torch.Tensor], torch.Tensor] | None  # (targets per fit image, the text they index); None: no L_pl
+
+
+def arm_settings(fold: Fold, head_kw: dict, seed: int) -> dict[str, tuple[Labels, dict]]:
+    """Every trained arm of one (fold, seed): name -> (pseudo-labels, head settings)."""
+    paper = {**head_kw, "residual": False, "train_out": False}
+    arms: dict[str, tuple[Labels, dict]] = {SUPERVISED: (None, head_kw), FOR: (fold.teacher[FOR], head_kw),
+                                            PAPER: (fold.teacher[FOR], paper)}
+    for name, labels in fold.teacher.items():
+        if name == SHUFFLED:  # one shuffle per (fold, training seed), not one shared by the seeds
+            targets, text = fold.teacher[PLANTED]
+            labels = (shuffle_targets(targets, 10_007 * (seed + 1) + fold.index), text)
+        arms.setdefault(name, (labels, head_kw))
+    return arms
+
+
+def validation_score(head: SumClipHead, data: ForData, fold: Fold) -> float:
+    """Mean full AP over the fold's base categories, ranking the validation images (0 when none
+    of them holds a base category)."""
+    val = data.val_idx.tolist()
+    bq = [data.categories.index(c) for c in fold.base]
+    relevant = label_matrix([data.train_labels[i] & set(fold.base) for i in val], fold.base).T
+    emb, _ = embed(head, data.train.memory.select(data.val_idx))
+    ap = per_category_ap(data.query_text[bq], emb.cpu(), relevant)["AP"].numpy()
+    return float(np.nanmean(ap)) if np.isfinite(ap).any() else 0.0
+
+
+@dataclass
+class Run:
+    """One trained head, its validation curve and (when kept) its trainable state after each epoch."""
+
+    head: SumClipHead
+    curve: list[float] = field(default_factory=list)
+    states: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+    def restore(self, epoch: int) -> SumClipHead:
+        """The head as it was after ``epoch`` (1-based)."""
+        self.head.load_state_dict(self.states[epoch - 1], strict=False)
+        return self.head
+
+
+def train_run(data: ForData, fold: Fold, labels: Labels, head_kw: dict, seed: int, lr: float, epochs: int,
+              train_kw: dict, track: bool = False) -> Run:
+    """Train one SUM-CLIP head from ``seed`` on the fold's fit images, L = L_sup + L_pl (L_sup
+    alone when ``labels`` is None). ``track``: score the validation images and keep the
+    trainable state after every epoch."""
+    torch.manual_seed(seed)
+    memory = data.train.memory.select(data.fit_idx)
+    head = SumClipHead(data.pool, **head_kw).to(memory.mean.device)
+    targets, text = labels if labels is not None else ([None] * len(fold.supervised), data.vocab_text)
+    cfg = HeadTrainConfig(seed=seed, lr=lr, epochs=epochs, w_pl=0.0 if labels is None else 1.0, **train_kw)
+    bq = torch.tensor([data.categories.index(c) for c in fold.base])
+    run = Run(head)
+
+    def after_epoch(_row: dict) -> bool:
+        run.curve.append(validation_score(head, data, fold))
+        run.states.append({n: p.detach().clone() for n, p in head.named_parameters() if p.requires_grad})
+        return False
+
+    train_head(head, memory, fold.supervised, targets, data.query_text[bq], text, data.logit_scale, cfg,
+               after_epoch=after_epoch if track else None)
+    return run
+
+
+def select_schedules(data: ForData, fold: Fold, grid: SelectionGrid, head_kw: dict, train_kw: dict,
+                     ) -> tuple[dict[str, Selection], dict[tuple[str, int], SumClipHead]]:
+    """(lr*, e*) of every trained arm on ``fold``'s validation images (eq-selection), and the
+    heads of that fold at (lr*, e*) for each selection seed: arm -> Selection, (arm, seed) -> head."""
+    selections, kept = {}, {}
+    for arm in arm_settings(fold, head_kw, grid.seeds[0]):
+        runs: dict[tuple[float, int], Run] = {}
+
+        def run(lr: float, seed: int, epochs: int, arm: str = arm, runs: dict = runs) -> list[float]:
+            labels, kw = arm_settings(fold, head_kw, seed)[arm]
+            runs[lr, seed] = train_run(data, fold, labels, kw, seed, lr, epochs, train_kw, track=True)
+            return runs[lr, seed].curve
+
+        sel = selections[arm] = select_lr_epochs(arm, run, grid)
+        kept.update({(arm, s): runs[sel.lr, s].restore(sel.epochs) for s in grid.seeds})
+    return selections, kept
+
+
+def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Selection], head_kw: dict,
+              train_kw: dict, kept: dict | None = None, clusters: dict | None = None,
+              ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Every arm's gallery embeddings (I, slots, D) for one (fold, seed), and FOR's attention.
+
+    Trained arms at their chosen (lr*, e*) (a head in ``kept`` is used as it is); the untrained
+    head (FOR's setting at its initialisation); CLIP global; Cluster-CLIP (cached per (k, seed)
+    in ``clusters``); FOR with CLIP's global embedding as one more slot.
+    """
+    kept = {} if kept is None else kept
+    clusters = {} if clusters is None else clusters
+    if (fold.k, seed) not in clusters:
+        clusters[fold.k, seed] = cluster_clip_embeddings(data.gallery.dense, data.gallery.pooled, fold.k, seed)
+    gallery = data.gallery.memory
+    torch.manual_seed(seed)
+    start = SumClipHead(data.pool, **head_kw).to(gallery.mean.device)
+    runs = {GLOBAL: data.gallery.pooled[:, None].cpu(), CLUSTER: clusters[fold.k, seed],
+            UNTRAINED: embed(start, gallery)[0].cpu()}
+    attention = None
+    for arm, (labels, kw) in arm_settings(fold, head_kw, seed).items():
+        if arm not in selections:  # an arm the schedules' fold did not have (the fixed τ)
+            continue
+        sel = selections[arm]
+        head = kept[arm, seed] if (arm, seed) in kept else \
+            train_run(data, fold, labels, kw, seed, sel.lr, sel.epochs, train_kw).head
+        emb, attn = embed(head, gallery)
+        runs[arm] = emb.cpu()
+        if arm == FOR:
+            attention = attn.cpu()
+    runs[GLOBAL_SLOT] = torch.cat([runs[GLOBAL], runs[FOR]], 1)
+    return runs, attention
+
+
+@dataclass
+class Study:
+    """What the fold loop returns: one row per (arm, fold, seed, category), the choices made on
+    validation images, the teacher's acceptance per fold and threshold, every trained arm's
+    schedule, and the last (fold, seed)'s gallery embeddings and FOR attention (for the widget)."""
+
+    rows: pd.DataFrame
+    choices: list[dict]
+    acceptance: list[dict]
+    schedules: dict[str, Selection]
+    last_runs: dict[str, torch.Tensor]
+    for_attention: torch.Tensor
+
+
+def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int], grid: SelectionGrid,
+              head_kw: dict, train_kw: dict, k_candidates: Sequence[int], fixed_tau: float, seed: int) -> Study:
+    """The fold loop: per fold the choices on validation (:func:`fgclip.studies.for_retrieval.folds.prepare_fold`),
+    on the first fold every trained arm's schedule (:func:`select_schedules`), then every
+    (fold, seed) scored on the gallery (:func:`fold_runs`)."""
+    rows, choices, acceptance, clusters, kept, schedules = [], [], [], {}, {}, {}
+    for f, novel in enumerate(folds):
+        fold = prepare_fold(data, f, novel, k_candidates, fixed_tau, seed)
+        choices += fold.selection
+        acceptance += fold.acceptance
+        if f == 0:
+            schedules, kept = select_schedules(data, fold, grid, head_kw, train_kw)
+        for s in seeds:
+            runs, attention = fold_runs(data, fold, s, schedules, head_kw, train_kw, kept if f == 0 else None,
+                                        clusters)
+            rows += [r for name, emb in runs.items()
+                     for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
+    table = pd.DataFrame(rows)  # an arm some fold leaves out (the fixed τ where it cannot decide) is dropped
+    complete = table.groupby("arm")["fold"].nunique() == len(folds)
+    table = table[table["arm"].isin(complete[complete].index)].reset_index(drop=True)
+    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention)
+
+
+def selection_rows(selections: dict[str, Selection]) -> list[dict]:
+    """The "what was chosen" rows of the trained arms' schedules."""
+    return [{"hyperparameter": f"lr, epochs: {arm}", "candidates": f"lr {list(s.curves)}, epochs 1..{s.budget}",
+             "chosen": f"lr {s.lr:g}, {s.epochs} epochs" + ("" if s.converged else " (budget's last: not converged)"),
+             "criterion": f"base mAP, mean over seeds {list(s.seeds)}", "split": "validation (training images)"}
+            for arm, s in selections.items()]
+
+
+def fold_verdict(rows: pd.DataFrame, a: str, b: str, claim: str, folds: Sequence[Sequence[str]],
+                 categories: Sequence[str], seeds: Sequence[int], metric: str, margin: float,
+                 role: str = "novel", seed: int = 0) -> Verdict:
+    """Arm a against arm b on ``metric``, paired per (fold, category) and seed, the bootstrap
+    resampling whole folds (one trained head each); with a single fold (one fixed split) the
+    categories are the only units left to resample."""
+    units, folds_of = fold_units(folds, categories, role)
+    m = [unit_matrix(rows, arm, metric, seeds, units) for arm in (a, b)]
+    by_fold = len(folds) > 1
+    return compare(*m, claim=f"{claim} ({role} {metric})", arms=(a, b), unit=f"{role} (fold, category) pairs",
+                   clusters=folds_of if by_fold else None,
+                   cluster_unit="folds (one trained head each)" if by_fold else "categories",
+                   margin=margin, seed=seed)
+
+
+def power_check(v: Verdict, margin: float) -> dict:
+    """Is the central comparison's interval narrow enough? half-width <= max(|d|, margin) / 2."""
+    half = (v.ci_high - v.ci_low) / 2
+    target = 0.5 * max(abs(v.difference), margin)
+    return {"claim": v.claim, "half_width": float(half), "target": float(target), "met": bool(half <= target),
+            "n_seeds": v.n_seeds, "n_clusters": v.n_clusters}
+
+
+def power_sentence(check: dict) -> str:
+    """The power check in words (numbers from the run)."""
+    met = "met" if check["met"] else "not met: more folds or seeds would be needed"
+    return (f"Power check on the central comparison: the interval's half-width is {check['half_width']:.3f} "
+            f"against a target of {check['target']:.3f} (half of the larger of |difference| and the margin), "
+            f"with {check['n_seeds']} seeds and {check['n_clusters']} folds; {met}.")
+
+
+def converged_sentence(selections: dict[str, Selection]) -> str:
+    """Which trained arms chose the budget's last epoch (and so may not have converged)."""
+    late = [a for a, s in selections.items() if not s.converged]
+    budget = next(iter(selections.values())).budget
+    return (f"Every trained arm's best validation epoch came before the budget's last ({budget})." if not late else
+            f"These arms chose the budget's last epoch ({budget}), so they may not have converged: "
+            f"{', '.join(late)}.")
+

@@ -78,13 +78,17 @@ def _ap(rows, shift):
 
 def test_scoring_and_summary_verdicts():
     from fgclip import verdicts
+    from fgclip.studies.decoupling.controls import CLUSTER_UNIT
 
     ap = _ap(darms.ROWS, 0.2)
-    test_v = dcmp.scoring_verdicts(ap, [0.1, 0.5], seed=0)
+    test_v = dcmp.scoring_verdicts(ap, [0.1, 0.5], seed=0, margin=0.02)
     assert set(test_v) == {(c, r) for c in (darms.FULL_BIAS, darms.FULL_AFFINE) for r in (0.1, 0.5)}
     assert all(v.verdict == verdicts.A_BETTER and v.arms[1] == c.scoring for (c, _), v in test_v.items())
-    summary = dcmp.summary_verdicts(ap, [0.1, 0.5], seed=0)
+    summary = dcmp.summary_verdicts(ap, [0.1, 0.5], seed=0, margin=0.02)
     assert [v.arms[1] for v in summary] == ["zero-shot", "untrained init", "logistic regression",
                                             "decoupling only", "prompts only", "s"]
     assert all(v.verdict == verdicts.A_BETTER for v in summary[:5])
-    assert summary[5].verdict == verdicts.CANNOT_TELL  # p and s drawn alike here
+    assert summary[5].verdict == verdicts.EQUIVALENT  # p and s drawn alike here, well inside ±0.02
+    for v in [*test_v.values(), *summary]:
+        rec = v.to_dict()
+        assert rec["cluster_unit"] == CLUSTER_UNIT and rec["margin"] == 0.02

@@ -6,13 +6,17 @@
   square, cached per (model, data, split, transform), and the zero-shot diagnostic;
 * :mod:`~fgclip.studies.decoupling.heads`: the variants of the framework on those features,
   trained with P-ASL through the one loop and early-stopped on validation;
+* :mod:`~fgclip.studies.decoupling.stacked`: the runs of one arm trained side by side in one
+  loop, with their validation curves and per-epoch states;
 * :mod:`~fgclip.studies.decoupling.arms`: the rows of the chapter's tables, the logistic
   regression baseline and the trainer of one arm;
-* :mod:`~fgclip.studies.decoupling.sweep`: every arm at every proportion and seed, learning
-  rates chosen on validation;
+* :mod:`~fgclip.studies.decoupling.sweep`: every trained arm's lr and epochs chosen by one
+  selection grid on validation, then every proportion and seed;
 * :mod:`~fgclip.studies.decoupling.controls`: planted worlds for the softmax-vs-sigmoid
   falsification and the loss's gradients at unknown entries;
-* :mod:`~fgclip.studies.decoupling.comparisons`: the pointing game and the verdicts.
+* :mod:`~fgclip.studies.decoupling.comparisons`: the pointing game, the verdicts, the A/A
+  control and the power check;
+* :mod:`~fgclip.studies.decoupling.findings`: the run's findings, as the chapter glues them.
 
 The algebra is in :mod:`fgclip.methods.decoupling` and :mod:`fgclip.losses.asymmetric`.
 """

@@ -1,9 +1,10 @@
 """Chapter 4's arms: the rows of its tables (:class:`Arm`), the logistic-regression baseline, and
-the :class:`Trainer` that trains an arm on the fit split with early stopping on validation."""
+the :class:`Trainer` that trains the runs of an arm side by side on the fit split, scoring the
+validation split after every epoch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -11,7 +12,8 @@ from torch import nn
 
 from ...partial_labels import UNKNOWN
 from .features import Features
-from .heads import FitConfig, FitResult, Prediction, fit_early_stopping, predict
+from .heads import FitConfig, Prediction, predict
+from .stacked import Member, MemberRuns, train_members
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,10 @@ def logistic_scores(train_x: np.ndarray, targets: np.ndarray, test_x: np.ndarray
     return out
 
 
-class Trained(NamedTuple):
-    head: nn.Module
-    result: FitResult
-
-
 class Trainer:
-    """Trains one :class:`Arm` on the fit split with early stopping on the validation split;
-    the frozen CLIP, its cached features and the base FitConfig are fixed.
+    """Trains the runs (:class:`~fgclip.studies.decoupling.stacked.Member`) of one :class:`Arm`
+    side by side on the fit split, scoring the validation split after every epoch; the frozen
+    CLIP, its cached features and the base FitConfig are fixed.
 
     make: ``lambda variant, scoring, seed: nn.Module`` (a bound ``make_head``).
     """
@@ -74,13 +72,11 @@ class Trainer:
         self.make, self.fit_feats, self.val_feats, self.test_feats = make, fit_feats, val_feats, test_feats
         self.cfg = cfg
 
-    def train(self, arm: Arm, fit_targets: np.ndarray, val_targets: np.ndarray, lr: float,
-              seed: int) -> Trained:
-        """The head of ``arm`` trained at learning rate lr and training seed, and its FitResult."""
-        head = self.make(arm.variant, arm.scoring, seed)
-        cfg = FitConfig(**{**self.cfg.__dict__, "lr": lr, "seed": seed})
-        return Trained(head, fit_early_stopping(head, *self.fit_feats, fit_targets, cfg,
-                                                *self.val_feats, val_targets))
+    def train_members(self, arm: Arm, members: list[Member], targets: Callable, epochs: int) -> MemberRuns:
+        """Every member of ``arm`` trained for ``epochs`` epochs (:func:`~fgclip.studies.decoupling.stacked.train_members`);
+        targets(member) -> its (fit, validation) targets."""
+        return train_members(lambda sd: self.make(arm.variant, arm.scoring, sd), members, targets,
+                             self.fit_feats, self.val_feats, self.cfg, epochs)
 
     def test(self, head: nn.Module) -> Prediction:
         """(scores s, log p, attention) of ``head`` on the test features."""

@@ -1,5 +1,6 @@
 """Chapter 4's comparisons: the pointing game of the attention maps, the scoring-rule test at each
-proportion, and the full model against every baseline and ablation."""
+proportion, the A/A negative control, the full model against every baseline and ablation, and
+the power check of the central comparison."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -9,6 +10,7 @@ import numpy as np
 from ... import verdicts
 from ...metrics.pointing import argmax_point, center_point, class_pointing
 from .arms import DECOUPLING_ONLY, FULL, FULL_AFFINE, FULL_BIAS, LOGISTIC, PROMPTS_ONLY, UNTRAINED, ZERO_SHOT, Arm
+from .controls import CLUSTER_UNIT
 
 
 class PointingTrials(NamedTuple):
@@ -33,25 +35,52 @@ def pointing_hits(attention: list[np.ndarray], objects: list, hws: list,
                           np.array([i for i, _ in trials]))
 
 
-def scoring_verdicts(ap: dict, proportions: list[float], seed: int,
+def compare_categories(a, b, claim: str, arms: tuple[str, str], seed: int, margin: float):
+    """``fgclip.verdicts.compare`` on per-category AP (n_seeds, C) with the chapter's cluster unit
+    (:data:`~fgclip.studies.decoupling.controls.CLUSTER_UNIT`) and margin."""
+    return verdicts.compare(a, b, claim=claim, arms=arms, unit="categories", cluster_unit=CLUSTER_UNIT,
+                            seed=seed, margin=margin)
+
+
+def scoring_verdicts(ap: dict, proportions: list[float], seed: int, margin: float,
                      controls: tuple[Arm, ...] = (FULL_BIAS, FULL_AFFINE)) -> dict:
     """The falsification's test: at each proportion, the paper's softmax (:data:`FULL`)
     against each calibrated sigmoid, judged on per-category test AP of log p over seeds x
-    categories (``fgclip.verdicts.compare``); keyed by (control Arm, ρ)."""
-    return {(ctrl, rho): verdicts.compare(
-        ap[FULL, rho, "p"], ap[ctrl, rho, "p"],
-        claim=f"scoring rule of the full model, {rho:.0%} known (mAP on p)",
-        arms=("softmax (paper)", ctrl.scoring), unit="categories", seed=seed)
+    categories; keyed by (control Arm, ρ)."""
+    return {(ctrl, rho): compare_categories(
+        ap[FULL, rho, "p"], ap[ctrl, rho, "p"], f"scoring rule of the full model, {rho:.0%} known (mAP on p)",
+        ("softmax (paper)", ctrl.scoring), seed, margin)
         for rho in proportions for ctrl in controls}
 
 
-def summary_verdicts(ap: dict, proportions: list[float], seed: int) -> list:
+def a_a_verdict(ap: dict, rho: float, seed: int, margin: float, arm: Arm = FULL):
+    """The A/A negative control: the same arm (the paper's softmax) at ρ, its first half of
+    seeds against its second half (paired by position), must come out 'equivalent'. It
+    fails when training noise at this size is wider than the margin."""
+    x = ap[arm, rho, "p"]
+    half = len(x) // 2
+    if half < 1:
+        raise ValueError(f"the A/A control needs at least 2 seeds, got {len(x)}")
+    return compare_categories(x[:half], x[half:2 * half], f"A/A: the paper's model against itself, {rho:.0%} known",
+                              ("seeds, first half", "seeds, second half"), seed, margin)
+
+
+def summary_verdicts(ap: dict, proportions: list[float], seed: int, margin: float) -> list:
     """The full model (:data:`FULL`) against each baseline and ablation on per-category AP of
     log p averaged over the proportions, and the full model ranked by p against by s."""
     avg = lambda arm, kind="p": np.mean([ap[arm, r, kind] for r in proportions], axis=0)  # noqa: E731
-    out = [verdicts.compare(avg(FULL), avg(b), claim=f"average over {len(proportions)} proportions, mAP on p",
-                            arms=("full (paper)", b.name), unit="categories", seed=seed)
+    out = [compare_categories(avg(FULL), avg(b), f"average over {len(proportions)} proportions, mAP on p",
+                              ("full (paper)", b.name), seed, margin)
            for b in (ZERO_SHOT, UNTRAINED, LOGISTIC, DECOUPLING_ONLY, PROMPTS_ONLY)]
-    out.append(verdicts.compare(avg(FULL, "p"), avg(FULL, "s"), claim="full model, ranked by p or by s",
-                                arms=("p (Eq. 9)", "s"), unit="categories", seed=seed))
+    out.append(compare_categories(avg(FULL, "p"), avg(FULL, "s"), "full model, ranked by p or by s",
+                                  ("p (Eq. 9)", "s"), seed, margin))
     return out
+
+
+def power_check(v: verdicts.Verdict, margin: float) -> dict:
+    """Is the central comparison's interval narrow enough? Its half-width against half of
+    max(|difference|, margin); a record for results.json, never an assertion."""
+    half = (v.ci_high - v.ci_low) / 2
+    target = 0.5 * max(abs(v.difference), margin)
+    return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "half_width": half,
+            "target": target, "met": bool(half <= target)}

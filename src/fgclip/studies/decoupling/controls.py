@@ -12,11 +12,15 @@ from torch import nn
 from ... import verdicts
 from ...losses.asymmetric import partial_asymmetric_loss
 from ...methods.decoupling import MultiLabelCLIPHead, score_probabilities
-from ...metrics.multilabel import per_class_ap
+from ...metrics.multilabel import known_map, per_class_ap
 from ...partial_labels import UNKNOWN, known_masks, partial_targets
-from .heads import FitConfig, fit_early_stopping, predict
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs
+from .heads import FitConfig, fit, predict
 
 WORLDS = ("paired", "independent", "single", "null")
+# Chapter 4's independent unit: a category. All categories of a run share one trained head, so
+# the head's noise is not resampled with them: it is the between-seed term V_seed.
+CLUSTER_UNIT = "categories (the trained head's noise is in V_seed)"
 
 
 def planted_world(kind: str, n: int, n_classes: int = 16, dim: int = 32, noise: float = 0.6,
@@ -77,57 +81,74 @@ class FreeText(nn.Module):
 
 
 def planted_control(kind: str, scorings: tuple[str, str], seeds: list[int], tau: float,
-                    cfg: FitConfig, lr_candidates: list[float], proportion: float = 0.5,
-                    n_train: int = 800, n_val: int = 200, n_test: int = 500, world_seed: int = 0,
-                    noise: float = 0.6) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """Train the same cosine head under each scoring rule on a planted world, each rule with
-    its own learning rate chosen on the planted validation split (first seed), every run
-    early-stopped there. Returns per-category test AP on log p, {scoring: (n_seeds, C)},
-    and the chosen learning rates. Masks, initialisation and batches follow each seed; the
-    world (prototypes and images) follows ``world_seed``."""
+                    cfg: FitConfig, grid: SelectionGrid, proportion: float = 0.5,
+                    n_train: int = 800, n_val: int = 200, n_test: int = 1000, world_seed: int = 0,
+                    noise: float = 0.6) -> tuple[dict[str, np.ndarray], dict[str, Selection]]:
+    """Train the same cosine head under each scoring rule on a planted world, each rule's lr and
+    epochs chosen by :func:`~fgclip.train.selection.select_lr_epochs` on the planted validation
+    split (the chapter's grid). Returns per-category test AP on log p, {scoring: (n_seeds, C)},
+    and the selections. Masks, initialisation and batches follow each seed; the world
+    (prototypes and images) follows ``world_seed``. The grid's runs keep their per-epoch
+    states, so a seed of the grid is evaluated at the chosen epoch without training again."""
     x, y = planted_world(kind, n_train + n_val + n_test, noise=noise, seed=world_seed)
     xt = torch.as_tensor(x)
     dense = torch.zeros(len(x), 1, 1, 1)  # unused: the head scores the global feature
     tr, va, te = (slice(0, n_train), slice(n_train, n_train + n_val),
                   slice(n_train + n_val, None))
 
-    def run(scoring: str, sd: int, lr: float):
+    def run(scoring: str, sd: int, lr: float, epochs: int):
         known = known_masks(y[:n_train + n_val].shape, [proportion], sd)[proportion]
         targets = partial_targets(y[:n_train + n_val], known)
         torch.manual_seed(sd)
-        head = MultiLabelCLIPHead(None, None, FreeText(y.shape[1], x.shape[1], sd), None, tau,
-                                  scoring)
-        res = fit_early_stopping(head, dense[tr], xt[tr], targets[tr], FitConfig(
-            **{**cfg.__dict__, "seed": sd, "lr": lr}), dense[va], xt[va], targets[n_train:])
-        return per_class_ap(predict(head, dense[te], xt[te])[1], y[te]), max(res.val_map)
+        head = MultiLabelCLIPHead(None, None, FreeText(y.shape[1], x.shape[1], sd), None, tau, scoring)
+        curve, states = [], []
+
+        def score(row: dict) -> bool:
+            curve.append(known_map(predict(head, dense[va], xt[va])[1], targets[n_train:]))
+            states.append({k: v.detach().clone() for k, v in head.state_dict().items()})
+            return False
+
+        fit(head, dense[tr], xt[tr], targets[tr],
+            FitConfig(**{**cfg.__dict__, "seed": sd, "lr": lr, "epochs": epochs}), after_epoch=score)
+        return head, curve, states
+
+    def test_ap(head: nn.Module, state: dict) -> np.ndarray:
+        head.load_state_dict(state)
+        return per_class_ap(predict(head, dense[te], xt[te])[1], y[te])
 
     out, chosen = {}, {}
     for scoring in scorings:
-        first = {lr: run(scoring, seeds[0], lr) for lr in lr_candidates}
-        chosen[scoring] = max(lr_candidates, key=lambda lr: first[lr][1])
-        out[scoring] = np.stack([first[chosen[scoring]][0]] + [
-            run(scoring, sd, chosen[scoring])[0] for sd in seeds[1:]])
+        done = {(lr, sd): run(scoring, sd, lr, grid.epochs) for lr in grid.lrs for sd in grid.seeds}
+        sel = select_lr_epochs(f"planted '{kind}', {scoring}", lambda lr, sd, e: done[lr, sd][1][:e], grid)
+        chosen[scoring] = sel
+        aps = []
+        for sd in seeds:
+            if (sel.lr, sd) in done:
+                head, _, states = done[sel.lr, sd]
+                aps.append(test_ap(head, states[sel.epochs - 1]))
+            else:
+                head, _, states = run(scoring, sd, sel.lr, sel.epochs)
+                aps.append(test_ap(head, states[-1]))
+        out[scoring] = np.stack(aps)
     return out, chosen
 
 
 def planted_verdicts(kinds: tuple[str, ...], seeds: list[int], tau: float, cfg: FitConfig,
-                     lr_candidates: list[float], seed: int, noise: float = 1.5
-                     ) -> tuple[dict, list[dict]]:
+                     grid: SelectionGrid, seed: int, margin: float, noise: float = 1.5
+                     ) -> tuple[dict, list[Selection]]:
     """:func:`planted_control` (softmax vs sigmoid+affine) on each planted world, read as
-    ``fgclip.verdicts.compare`` over seeds x categories; also the 'chosen on which split'
-    rows of the learning rates picked on each world's validation split."""
-    out, rows = {}, []
+    ``fgclip.verdicts.compare`` over seeds x categories with the chapter's ``margin``; also
+    every selection made on the worlds' validation splits."""
+    out, sels = {}, []
     for kind in kinds:
-        ap, lrs = planted_control(kind, ("softmax", "sigmoid+affine"), seeds, tau, cfg,
-                                  lr_candidates, noise=noise, world_seed=seed)
+        ap, chosen = planted_control(kind, ("softmax", "sigmoid+affine"), seeds, tau, cfg,
+                                     grid, noise=noise, world_seed=seed)
         out[kind] = verdicts.compare(ap["softmax"], ap["sigmoid+affine"],
                                      claim=f"planted world '{kind}'",
-                                     arms=("softmax (paper)", "sigmoid+affine"),
-                                     unit="categories", seed=seed)
-        rows += [{"hyperparameter": f"lr (planted '{kind}', {sc})", "candidates": str(lr_candidates),
-                  "chosen": lr, "criterion": f"best validation mAP on p, seed {seeds[0]}",
-                  "split": "the planted world's validation split"} for sc, lr in lrs.items()]
-    return out, rows
+                                     arms=("softmax (paper)", "sigmoid+affine"), unit="categories",
+                                     cluster_unit=CLUSTER_UNIT, seed=seed, margin=margin)
+        sels += list(chosen.values())
+    return out, sels
 
 
 def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tensor,

@@ -1,5 +1,7 @@
-"""Chapter 4's seeded sweep: every arm at every known-label proportion and seed, learning rates
-chosen on validation, and the 'what was chosen on which split' table."""
+"""Chapter 4's seeded sweep: every trained arm's learning rate and epochs chosen by one
+:class:`~fgclip.train.selection.SelectionGrid` on the validation split, then each arm evaluated
+at every known-label proportion and seed; the untrained rows beside them, and the 'what was
+chosen on which split' table."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +12,10 @@ import pandas as pd
 from torch import nn
 
 from ...metrics.multilabel import known_map, per_class_ap
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .arms import FULL, LOGISTIC, TRAINED, UNTRAINED, ZERO_SHOT, Arm, Trainer, logistic_scores
+from .heads import Prediction
+from .stacked import Member
 
 
 def choose(candidates: list, score: Callable[[object], float]) -> tuple[object, dict]:
@@ -25,64 +30,98 @@ def choose(candidates: list, score: Callable[[object], float]) -> tuple[object, 
 class Sweep:
     """What :func:`run_sweep` trained and measured."""
 
-    runs: pd.DataFrame  # one row per (variant, known, seed): mAP on p and on s, best epoch
-    ap: dict  # (Arm, ρ, "p" | "s") -> (n_seeds, C) per-category test AP
-    lr: dict  # Arm -> (chosen lr, {lr: best validation mAP})
-    heads: dict  # Arm -> Trained at the middle ρ and the first seed
-    attention: list  # the kept arm's test attention maps (N, C, h, w) at the middle ρ, one per seed
+    runs: pd.DataFrame  # one row per (variant, known, seed): mAP on p and on s, epochs trained
+    ap: dict  # (Arm, ρ, "p" | "s") -> (n_seeds, C) per-category test AP, seeds in the given order
+    selections: dict  # Arm -> Selection (lr and epochs chosen on validation, with the curves)
+    heads: dict  # Arm -> its head at the selection's ρ, the first seed, the chosen (lr, epochs)
+    attention: list  # the kept arm's test attention maps (N, C, h, w) at the selection's ρ, one per seed
     selection: pd.DataFrame | None = None  # 'what was chosen on which split' (:func:`run_protocol`)
 
 
-def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
-              proportions: list[float], seeds: list[int], lr_candidates: list[float],
-              y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL) -> Sweep:
-    """Every :data:`TRAINED` arm at every proportion and seed, plus the untrained rows.
+def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel: float,
+                        proportions: list[float], seeds: list[int], targets: Callable
+                        ) -> tuple[Selection, dict, nn.Module]:
+    """One arm: train every (lr, seed) of ``grid`` at ρ = ``rho_sel`` for the grid's budget
+    side by side, choose (lr*, e*) by :func:`~fgclip.train.selection.select_lr_epochs` on the
+    validation curves, then predict the test images at every (ρ, seed).
 
-    The learning rate of each arm is chosen on validation at the middle proportion and the
-    first seed (that run is kept); every run stops at its best validation epoch.
-    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}; fixed[arm](ρ, seed) -> (s, log p) on the
-    test images for rows that do not train.
+    The grid's own runs at lr* give their state after epoch e* (what training e* epochs
+    gives); every other (ρ, seed) is trained afresh at lr* for e* epochs. targets(member) ->
+    (fit, validation) targets. Returns the selection, {(ρ, seed): Prediction} and the head
+    of (rho_sel, seeds[0]) when that seed is in the grid (else of the first grid seed).
     """
-    rho_mid, runs, ap, lr, heads, attention = proportions[len(proportions) // 2], [], {}, {}, {}, []
+    grid_members = [Member(lr, sd, rho_sel) for lr in grid.lrs for sd in grid.seeds]
+    runs = trainer.train_members(arm, grid_members, targets, grid.epochs)
+    curves = {(m.lr, m.seed): runs.curves[i].tolist() for i, m in enumerate(grid_members)}
+    sel = select_lr_epochs(arm.name, lambda lr, sd, epochs: curves[lr, sd][:epochs], grid)
+    preds: dict[tuple[float, int], Prediction] = {}
+    kept = None
+    for i, m in enumerate(grid_members):
+        if m.lr == sel.lr and m.seed in seeds:
+            head = runs.head_at(i, sel.epochs)
+            preds[rho_sel, m.seed] = trainer.test(head)
+            if kept is None or m.seed == seeds[0]:
+                kept = head
+    rest = [Member(sel.lr, sd, rho) for rho in proportions for sd in seeds if (rho, sd) not in preds]
+    if rest:
+        more = trainer.train_members(arm, rest, targets, sel.epochs)
+        for i, m in enumerate(rest):
+            preds[m.rho, m.seed] = trainer.test(more.heads[i])
+            if kept is None and (m.rho, m.seed) == (rho_sel, seeds[0]):
+                kept = more.heads[i]
+    return sel, preds, kept
 
-    def record(arm, rho, sd, s, log_p, epoch=np.nan):
+
+def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
+              proportions: list[float], seeds: list[int], grid: SelectionGrid,
+              y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL) -> Sweep:
+    """Every :data:`TRAINED` arm through :func:`select_and_evaluate` (the grid at the middle
+    proportion), plus the untrained rows ``fixed[arm](ρ, seed) -> (s, log p)``.
+
+    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1} for every seed of ``seeds`` and of the grid.
+    """
+    rho_sel, runs, ap, selections, heads, attention = proportions[len(proportions) // 2], [], {}, {}, {}, []
+    split = lambda m: (targets[m.seed, m.rho][fit_idx], targets[m.seed, m.rho][val_idx])  # noqa: E731
+
+    def record(arm, rho, sd, s, log_p, epochs=np.nan):
         for kind, x in (("p", log_p), ("s", s)):
             ap.setdefault((arm, rho, kind), []).append(per_class_ap(x, y_test))
-        runs.append({"variant": arm.name, "known": rho, "seed": sd, "epochs": epoch,
+        runs.append({"variant": arm.name, "known": rho, "seed": sd, "epochs": epochs,
                      "mAP on p": ap[arm, rho, "p"][-1].mean(), "mAP on s": ap[arm, rho, "s"][-1].mean()})
 
-    split = lambda sd, rho: (targets[sd, rho][fit_idx], targets[sd, rho][val_idx])  # noqa: E731
+    preds = {}
     for arm in TRAINED:
-        trained = {c: trainer.train(arm, *split(seeds[0], rho_mid), c, seeds[0]) for c in lr_candidates}
-        lr[arm] = choose(lr_candidates, lambda c: max(trained[c].result.val_map))
-        heads[arm] = trained[lr[arm][0]]
+        selections[arm], preds[arm], heads[arm] = select_and_evaluate(
+            trainer, arm, grid, rho_sel, proportions, seeds, split)
     for rho in proportions:
         for sd in seeds:
             for arm, rows in fixed.items():
                 record(arm, rho, sd, *rows(rho, sd))
             for arm in TRAINED:
-                head, res = heads[arm] if (rho, sd) == (rho_mid, seeds[0]) else \
-                    trainer.train(arm, *split(sd, rho), lr[arm][0], sd)
-                s, log_p, att = trainer.test(head)
-                record(arm, rho, sd, s, log_p, res.best_epoch)
-                if arm == keep and rho == rho_mid:
+                s, log_p, att = preds[arm][rho, sd]
+                record(arm, rho, sd, s, log_p, selections[arm].epochs)
+                if arm == keep and rho == rho_sel:
                     attention.append(att)
     ap = {k: np.stack(v) for k, v in ap.items()}
-    return Sweep(pd.DataFrame(runs), ap, lr, heads, attention)
+    return Sweep(pd.DataFrame(runs), ap, selections, heads, attention)
 
 
 def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
-                 proportions: list[float], seeds: list[int], lr_candidates: list[float],
-                 y_test: np.ndarray, zero_shot: nn.Module, seed: int,
+                 proportions: list[float], seeds: list[int], grid: SelectionGrid,
+                 y_test: np.ndarray, zero_shot: nn.Module,
                  c_candidates: tuple[float, ...] = (0.1, 1.0, 10.0)) -> Sweep:
     """The chapter's whole comparison: :func:`run_sweep` over the trained arms plus three
     untrained rows (``zero_shot``'s head, the full model at its initialisation, and a
-    logistic regression per category whose C is chosen on validation at the middle ρ and
-    seed ``seed``), with the 'what was chosen on which split' table in ``selection``."""
+    logistic regression per category whose C is chosen on validation at the middle ρ,
+    averaged over the grid's seeds), with the 'what was chosen on which split' table."""
     rho_mid = proportions[len(proportions) // 2]
     fit_x, val_x, test_x = trainer.fit_feats.pooled, trainer.val_feats.pooled, trainer.test_feats.pooled
-    t_fit, t_val = targets[seed, rho_mid][fit_idx], targets[seed, rho_mid][val_idx]
-    c_reg, _ = choose(list(c_candidates), lambda c: known_map(logistic_scores(fit_x, t_fit, val_x, c), t_val))
+
+    def val_score(c: float) -> float:
+        return float(np.mean([known_map(logistic_scores(fit_x, targets[sd, rho_mid][fit_idx], val_x, c),
+                                        targets[sd, rho_mid][val_idx]) for sd in grid.seeds]))
+
+    c_reg, _ = choose(list(c_candidates), val_score)
     zs = trainer.test(zero_shot)
 
     def untrained(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,25 +133,19 @@ def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: 
         return s, s  # a decision value is its own log-odds ranking
 
     fixed = {ZERO_SHOT: lambda rho, sd: (zs.scores, zs.log_p), UNTRAINED: untrained, LOGISTIC: logistic}
-    sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, lr_candidates, y_test, fixed)
-    sweep.selection = selection_table(sweep, lr_candidates, trainer.cfg.epochs, rho_mid, seed, len(val_idx), [{
-        "hyperparameter": "C (logistic regression)", "candidates": f"[{', '.join(f'{c:g}' for c in c_candidates)}]", "chosen": c_reg,
-        "criterion": f"validation mAP, {rho_mid:.0%} known, seed {seed}",
-        "split": f"validation ({len(val_idx)} training images)"}])
+    sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, grid, y_test, fixed)
+    where = f"validation ({len(val_idx)} training images), {rho_mid:.0%} known, seeds {list(grid.seeds)}"
+    sweep.selection = selection_table(sweep.selections, grid, where, [{
+        "hyperparameter": "C (logistic regression)", "candidates": str(list(c_candidates)), "chosen": c_reg,
+        "converged": "-", "criterion": "mean validation mAP over the seeds", "split": where}])
     return sweep
 
 
-def selection_table(sweep: Sweep, lr_candidates: list, max_epochs: int, rho_mid: float,
-                    seed: int, n_val: int, extra: list[dict] = ()) -> pd.DataFrame:
+def selection_table(selections: dict, grid: SelectionGrid, where: str, extra: list[dict] = ()) -> pd.DataFrame:
     """'What was chosen on which split': lr and epochs per arm (+ ``extra`` rows)."""
-    split = f"validation ({n_val} training images)"
-    rows = [{"hyperparameter": f"lr ({arm.name})", "candidates": str(lr_candidates), "chosen": c,
-             "criterion": f"best validation mAP on p, {rho_mid:.0%} known, seed {seed}", "split": split}
-            for arm, (c, _) in sweep.lr.items()]
-    runs = sweep.runs
-    for arm in sweep.lr:
-        ep = runs.loc[runs.variant == arm.name, "epochs"]
-        rows.append({"hyperparameter": f"epochs ({arm.name})", "candidates": f"1..{max_epochs}",
-                     "chosen": f"median {ep.median():.0f} (range {ep.min():.0f}-{ep.max():.0f})",
-                     "criterion": "early stopping on validation mAP on p, every run", "split": split})
+    rows = [{"hyperparameter": f"lr, epochs ({arm.name if isinstance(arm, Arm) else arm})",
+             "candidates": f"lr in {list(grid.lrs)}, epochs 1..{grid.epochs}",
+             "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs", "converged": "yes" if sel.converged else "NO",
+             "criterion": "eq-selection: best mean validation mAP on p (known entries)", "split": where}
+            for arm, sel in selections.items()]
     return pd.DataFrame([*rows, *extra])

@@ -1,0 +1,139 @@
+"""Chapter 4's runs trained side by side and chosen on validation; its controls can fail.
+
+- one member of a stacked run takes exactly the steps a lone run takes
+  (:mod:`fgclip.studies.decoupling.stacked` against :func:`~fgclip.studies.decoupling.heads.fit`);
+- :func:`~fgclip.studies.decoupling.sweep.select_and_evaluate` chooses on validation curves only
+  and reads the grid's own runs at the chosen epoch;
+- the falsification's controls fail on purpose: the planted effect removed (positive control),
+  a real difference planted into the A/A comparison (negative control);
+- the power check is a record, never an assertion.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fgclip import verdicts
+from fgclip.methods.decoupling import MultiLabelCLIPHead, SemanticDecoupling
+from fgclip.studies.decoupling import arms as darms, comparisons as dcmp, controls as dctl, sweep as dsweep
+from fgclip.studies.decoupling.features import Features
+from fgclip.studies.decoupling.heads import FitConfig, fit
+from fgclip.studies.decoupling.stacked import Member, train_members, trainable
+from fgclip.train.selection import SelectionGrid
+
+C, D, H = 6, 8, 2
+
+
+def _world(n=120, seed=0):
+    """Synthetic dense maps (n, D, H, H) and pooled features whose first C dims carry the labels."""
+    g = torch.Generator().manual_seed(seed)
+    y = (torch.rand(n, C, generator=g) < 0.35).long()
+    pooled = torch.randn(n, D, generator=g) * 0.5
+    pooled[:, :C] += 2.0 * y
+    dense = pooled[:, :, None, None].expand(n, D, H, H) + 0.1 * torch.randn(n, D, H, H, generator=g)
+    return Features(dense.contiguous(), pooled), y.numpy()
+
+
+def _make(variant: str, scoring: str, sd: int):
+    """A head of the chapter's kind for the synthetic world (``make_head`` without a CLIP)."""
+    torch.manual_seed(sd)
+    g = torch.Generator().manual_seed(123)
+    words, text = torch.randn(C, 4, generator=g), torch.randn(C, D, generator=g)
+    if variant == "linear probe":
+        from fgclip.methods.decoupling import LinearProbe
+        return LinearProbe(D, C)
+    if variant == "zero-shot":
+        return MultiLabelCLIPHead(words, text, None, None, 0.1, scoring)
+    # no text encoder here: an arm with prompts is a stand-in, decoupling of another rank
+    rank = 4 if variant in ("decoupling only", "full") else 2
+    return MultiLabelCLIPHead(words, text, None, SemanticDecoupling(D, 4, rank, rank), 0.1, scoring)
+
+
+def _targets(y, rho, sd):
+    rng = np.random.default_rng([sd, int(rho * 100)])
+    return np.where(rng.random(y.shape) < rho, y, -1)
+
+
+@pytest.mark.parametrize("variant,scoring", [("full", "sigmoid+affine"), ("decoupling only", "softmax"),
+                                             ("linear probe", "sigmoid")])
+def test_a_stacked_member_takes_the_steps_of_a_lone_run(variant, scoring):
+    feats, y = _world()
+    fit_f, val_f = Features(feats.dense[:80], feats.pooled[:80]), Features(feats.dense[80:], feats.pooled[80:])
+    cfg = FitConfig(batch_size=32, gamma_pos=1.0, gamma_neg=2.0)
+    members = [Member(0.01, 3, 0.5), Member(0.05, 4, 0.5)]
+    tg = lambda m: (_targets(y, m.rho, m.seed)[:80], _targets(y, m.rho, m.seed)[80:])  # noqa: E731
+    runs = train_members(lambda sd: _make(variant, scoring, sd), members, tg, fit_f, val_f, cfg, 3)
+    assert runs.curves.shape == (2, 3) and len(runs.states[0]) == 3
+    for m, member in enumerate(members):
+        alone = _make(variant, scoring, member.seed)
+        fit(alone, fit_f.dense, fit_f.pooled, tg(member)[0],
+            FitConfig(**{**cfg.__dict__, "lr": member.lr, "seed": member.seed, "epochs": 3}))
+        # compare what the heads say, not every parameter: the biases of P and w_a shift all
+        # attention logits alike, so the softmax over positions ignores them; their gradient is
+        # zero up to float noise, whose sign Adam turns into whole steps that differ between runs
+        with torch.no_grad():
+            torch.testing.assert_close(runs.heads[m](val_f.dense, val_f.pooled).scores,
+                                       alone(val_f.dense, val_f.pooled).scores, rtol=1e-3, atol=1e-4)
+        for name, p in trainable(alone).items():
+            if not name.endswith(("P.bias", "w_a.bias")):
+                torch.testing.assert_close(trainable(runs.heads[m])[name], p, rtol=1e-3, atol=1e-4)
+
+
+class _Trainer(darms.Trainer):
+    """A Trainer on the synthetic world (no frozen CLIP)."""
+
+
+def test_select_and_evaluate_reads_the_grid_runs_at_the_chosen_epoch():
+    feats, y = _world(160)
+    fit_f, val_f = Features(feats.dense[:100], feats.pooled[:100]), Features(feats.dense[100:130], feats.pooled[100:130])
+    test_f = Features(feats.dense[130:], feats.pooled[130:])
+    trainer = _Trainer(_make, fit_f, val_f, test_f, FitConfig(batch_size=50))
+    targets = {(sd, rho): _targets(y[:130], rho, sd) for sd in (0, 1, 2) for rho in (0.3, 0.7)}
+    split = lambda m: (targets[m.seed, m.rho][:100], targets[m.seed, m.rho][100:130])  # noqa: E731
+    grid = SelectionGrid(lrs=(0.003, 0.03, 0.3), seeds=(0, 1), epochs=4)
+    sel, preds, head = dsweep.select_and_evaluate(trainer, darms.FULL_AFFINE, grid, 0.7, [0.3, 0.7], [0, 1, 2], split)
+    assert sel.lr in grid.lrs and 1 <= sel.epochs <= 4 and set(sel.curves) == set(grid.lrs)
+    assert set(preds) == {(rho, sd) for rho in (0.3, 0.7) for sd in (0, 1, 2)}
+    mean = np.mean(sel.curves[sel.lr], axis=0)
+    assert sel.score == pytest.approx(mean[sel.epochs - 1]) and sel.score == pytest.approx(
+        max(np.mean(c, axis=0).max() for c in sel.curves.values()))
+    assert preds[0.7, 0].scores.shape == (30, C) and head is not None
+
+
+def test_negative_control_fails_when_an_effect_is_planted_into_the_a_a_comparison():
+    rng = np.random.default_rng(0)
+    base = 0.6 + rng.normal(0, 0.05, (1, 32))
+    ap = {(darms.FULL, 0.5, "p"): base + rng.normal(0, 0.005, (4, 32))}
+    assert dcmp.a_a_verdict(ap, 0.5, seed=0, margin=0.02).verdict == verdicts.EQUIVALENT
+    planted = ap[darms.FULL, 0.5, "p"].copy()
+    planted[2:] -= 0.05  # the second half of the seeds is worse: no longer A/A
+    bad = dcmp.a_a_verdict({(darms.FULL, 0.5, "p"): planted}, 0.5, seed=0, margin=0.02)
+    assert bad.verdict == verdicts.A_BETTER
+    pos = dcmp.compare_categories(base - 0.1 + rng.normal(0, 0.005, (4, 32)), base + rng.normal(0, 0.005, (4, 32)),
+                                  "planted", ("softmax", "sigmoid"), 0, 0.02)
+    assert pos.verdict == verdicts.B_BETTER
+    test = pos
+    assert verdicts.falsify(test, pos, dcmp.a_a_verdict(ap, 0.5, 0, 0.02), verdicts.B_BETTER).controls_pass
+    failed = verdicts.falsify(test, pos, bad, verdicts.B_BETTER)
+    assert not failed.negative_passed and failed.conclusion == verdicts.CANNOT_DECIDE
+
+
+def test_positive_control_fails_when_the_planted_effect_is_removed():
+    """On the paired world the softmax must lose; on the world with nothing to learn it cannot."""
+    grid = SelectionGrid(lrs=(0.01, 0.03, 0.1), seeds=(0, 1), epochs=4)
+    cfg = FitConfig(batch_size=128)
+    out, sels = dctl.planted_verdicts(("paired", "null"), [0, 1, 2], 0.07, cfg, grid, 0, 0.02, noise=0.6)
+    assert len(sels) == 4 and all(s.budget == 4 for s in sels)
+    assert out["paired"].verdict == verdicts.B_BETTER  # the planted effect fires
+    assert out["null"].verdict != verdicts.B_BETTER  # removed: the positive control would fail
+    assert out["paired"].cluster_unit == dctl.CLUSTER_UNIT and out["paired"].margin == 0.02
+    assert not verdicts.falsify(out["paired"], out["null"], out["null"], verdicts.B_BETTER).positive_passed
+
+
+def test_power_check_is_a_record():
+    v = dcmp.compare_categories(np.full((2, 8), 0.5) + np.linspace(0, 0.01, 8), np.full((2, 8), 0.5),
+                                "c", ("a", "b"), 0, 0.02)
+    rec = dcmp.power_check(v, 0.02)
+    assert rec["target"] == pytest.approx(0.5 * max(abs(v.difference), 0.02))
+    assert rec["met"] == (rec["half_width"] <= rec["target"])

@@ -5,9 +5,11 @@ text embeddings t_1..t_V), each embedding predicts
 
     p_i(v) = softmax_v( lambda <e_i, t_v> ),   lambda = CLIP's logit scale,
 
-and, as in DETR's set loss, a one-to-one assignment sigma between targets and embeddings
-minimises sum_j -log p_{sigma(j)}(y_j) (scipy's ``linear_sum_assignment``, the Hungarian
-method). As in DETR, the softmax has one more logit, a learnable "no object" score, and
+and a one-to-one assignment sigma between targets and embeddings minimises
+sum_j -log p_{sigma(j)}(y_j) (scipy's ``linear_sum_assignment``, the Hungarian method).
+Deviation, named: DETR's matcher costs a pair by -p_{sigma(j)}(y_j), the probability itself
+(the loss that follows is the same cross-entropy either way); we match on -log p, the very
+term the loss then minimises. As in DETR, the softmax has one more logit, a learnable "no object" score, and
 each embedding left unmatched is pushed to it with a small weight (DETR's eos_coef 0.1):
 
     L = [ sum_j -log p_{sigma(j)}(y_j) + w_0 sum_{i unmatched} -log p_i(no object) ]

@@ -99,11 +99,12 @@ def test_arm_judge_is_verdicts_compare_on_a_stratum():
     rng = np.random.default_rng(0)
     a, b = rng.random((3, 40)), rng.random((3, 40)) * 0.5
     images, half = np.repeat(np.arange(20), 2), np.arange(40) < 20
-    judge = ev.ArmJudge({"A": a, "B": b}, {"all": np.ones(40, bool), "half": half}, images, seed=0)
+    judge = ev.ArmJudge({"A": a, "B": b}, {"all": np.ones(40, bool), "half": half}, images, seed=0, margin=0.05)
     v = judge("A", "B", "A vs B", "half")
     ref = verdicts.compare(a[:, half], b[:, half], claim="A vs B (half phrases)", arms=("A", "B"),
-                           unit="phrases", clusters=images[half], cluster_unit="images", seed=0)
+                           unit="phrases", clusters=images[half], cluster_unit="images", seed=0, margin=0.05)
     assert v == ref and judge("A", "B", "A vs B").claim == "A vs B"
+    assert v.to_dict()["cluster_unit"] == "images" and v.to_dict()["margin"] == 0.05
     assert judge.paired("A", "B", "c", a, b, images, unit="pairs").unit == "pairs"
 
 
@@ -118,10 +119,10 @@ def test_parse_choice_selectivity_and_planted_grounding_on_a_hand_made_split():
     pairs = [(2 * i, 2 * i + 1) for i in range(4)]
     assert ev.selectivity_scores(heads, data, pairs).shape == (2, 4)
     assert ev.pair_images(data, pairs).tolist() == [0, 1, 2, 3]
-    # rate 1: every phrase sent to its own box's centre (always a hit); rate 0: the object pointer draw
-    assert (ev.planted_grounding_scores(data, keep, [0, 1], 1.0) == 1.0).all()
-    draw = ev.hits(ev.object_pointer_points(data, 1), data, keep)
-    assert ev.planted_grounding_scores(data, keep, [0, 1], 0.0)[1].tolist() == draw.tolist()
+    # rate 1: every phrase sent to its own box's centre (always a hit); rate 0: the model arm itself
+    assert (ev.planted_grounding_scores(heads, data, keep, [0, 1], 1.0) == 1.0).all()
+    assert ev.planted_grounding_scores(heads, data, keep, [0, 1], 0.0).tolist() == \
+        ev.arm_scores(heads, data, keep).tolist()
     frame = ev.seed_frame({"x": np.array([[1.0, 0.0] * 4, [1.0] * 8])}, [0, 1],
                           {"all": np.ones(8, bool), "odd": np.arange(8) % 2 == 1})
     assert frame[["all", "odd"]].values.tolist() == [[0.5, 0.0], [1.0, 1.0]]
@@ -129,15 +130,54 @@ def test_parse_choice_selectivity_and_planted_grounding_on_a_hand_made_split():
 
 def test_centre_bias_sweep_and_its_verdicts():
     worlds = {0.0: _split(6, 0), 0.5: _split(6, 1)}
-    heads = {b: [make_heads(8, 6, 8, s) for s in (0, 1)] for b in worlds}
+    heads = {0.0: [make_heads(8, 6, 8, s) for s in (0, 1, 2, 3)],  # seeds 2, 3: the fresh-seed replicate
+             0.5: [make_heads(8, 6, 8, s) for s in (0, 1)]}
     sweep = mb.centre_bias_sweep([0.5, 0.0], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")
     assert sweep.table["train_bias"].tolist() == [0.0, 0.0, 0.5, 0.5]  # sorted: bias 0 first
     assert sweep.zero is worlds[0.0] and sweep.on_zero[0.5].shape == sweep.share_zero[0.0].shape == (2, 12)
-    cross, test = mb.bias_verdicts(sweep, [0, 1], 0.25, seed=0)
+    assert sweep.replicate_share.shape == (2, 12)
+    cross, test = mb.bias_verdicts(sweep, [0, 1], 0.25, seed=0, margin=0.05, share_margin=0.05)
     assert [v.arms for v in cross] == [("trained at bias 0.5", "trained at bias 0.0")]
-    assert test.test.arms == ("trained at bias 0.5", "own-box oracle") and test.positive.claim == "planted centre prior"
+    assert test.test.arms == ("trained at bias 0.5", "trained at bias 0.0") and test.positive.claim == "planted centre prior"
+    assert test.negative.arms == ("bias 0, fresh seeds", "trained at bias 0.0") and test.negative.margin == 0.05
     with pytest.raises(ValueError, match="0.0"):
         mb.centre_bias_sweep([0.5], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")
     empty = mb.centre_bias_sweep([], None, [0, 1], 0.05, "hull", "vector")
     with pytest.raises(ValueError, match="did not run"):
-        mb.bias_verdicts(empty, [0, 1], 0.25, seed=0)
+        mb.bias_verdicts(empty, [0, 1], 0.25, seed=0, margin=0.05, share_margin=0.05)
+
+
+def test_train_selected_chooses_on_validation_and_trains_fresh_seeds_at_the_choice():
+    from fgclip.train.selection import SelectionGrid
+
+    data = ma.Splits(_split(8, 0), _split(4, 1), _split(4, 2))
+    arms = ma.chapter_arms(BASE)
+    grid = SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1), epochs=3, higher_is_better=False)
+    period = ma.pass_steps(data, 4)
+    assert period == 2
+    heads, sel = ma.train_selected(arms.main, data, grid, [0, 1, 2], period)
+    assert len(heads) == 3 and sel.arm == "N-Pair MaxImage" and sel.lr in grid.lrs and 1 <= sel.epochs <= 3
+    assert set(sel.curves) == set(grid.lrs) and all(len(c) == 2 and len(c[0]) == 3 for c in sel.curves.values())
+    assert sel.score == pytest.approx(min(np.mean(c, axis=0).min() for c in sel.curves.values()))
+    assert not torch.equal(_params(heads[0]), _params(heads[2]))
+    untrained, none = ma.train_selected(arms.untrained, data, grid, [1], period)
+    assert none is None and torch.equal(_params(untrained[0]), _params(make_heads(8, 6, 8, 1)))
+    table = ma.selection_table("vector", {"vector": 0.5}, 4, BASE, 0.05, "hull", 0.25, [sel], period)
+    assert table["hyperparameter"].tolist()[0] == "lr, periods: N-Pair MaxImage"
+    with pytest.raises(ValueError, match="higher_is_better"):
+        ma.train_selected(arms.main, data, SelectionGrid(seeds=(0, 1), epochs=2), [0, 1], period)
+
+
+def test_stacked_replicas_follow_the_run_each_would_take_alone():
+    from dataclasses import replace
+
+    from fgclip.studies.maximage import replicas as rp
+    from fgclip.studies.maximage.heads import train_heads
+
+    data = _split(8, 0)
+    cfg = replace(BASE, loss="triplet-hardest", mask_same_text=False)
+    run = rp.train_stacks(data, None, cfg, [1e-3, 1e-2], [0, 1], 2, rp.steps_per_pass(8, 4))
+    for j, s in enumerate((0, 1)):
+        alone, _ = train_heads(data.img, data.words, None, data.corpus.caption_image, replace(cfg, seed=s, lr=1e-2))
+        for a, b in zip(alone.state_dict().values(), run.heads(1e-2)[j].state_dict().values()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -136,15 +136,55 @@ def test_hull_filter_keeps_what_the_union_skips():
         phrase_pointing(*args, area_rule="convex")
 
 
-def test_negative_control_on_anything_but_the_effect_and_mix_points():
+def _judge(arms: dict, n_images: int = 250) -> ev.ArmJudge:
+    n = next(iter(arms.values())).shape[1]
+    return ev.ArmJudge(arms, {"all": np.ones(n, bool)}, np.arange(n) % n_images, seed=0, margin=0.05)
+
+
+def _plant(x: np.ndarray, rate: float, seed: int = 1) -> np.ndarray:
+    """x with a share ``rate`` of its (seed, unit) cells set to a hit: a planted effect of known size."""
+    return np.where(np.random.default_rng(seed).random(x.shape) < rate, 1.0, x)
+
+
+def test_grounding_controls_pass_and_each_fails_on_purpose():
     rng = np.random.default_rng(0)
-    base = rng.random((3, 200)) < 0.5
-    up = verdicts.compare(np.ones((3, 200)), base, claim="up", arms=("x", "y"), unit="u")
-    down = verdicts.compare(base * 0.0, base, claim="down", arms=("x", "y"), unit="u")
-    f = verdicts.falsify(up, up, down, negative_expect=verdicts.NOT_THE_EFFECT)
-    assert f.positive_passed and f.negative_passed and f.conclusion == up.outcome
-    g = verdicts.falsify(up, down, up, negative_expect=verdicts.NOT_THE_EFFECT)
-    assert not g.controls_pass and g.conclusion == verdicts.CANNOT_DECIDE
+    model = (rng.random((5, 1000)) < 0.5).astype(float)  # 5 seeds x 1000 phrases in 250 images
+    pointer = np.full((5, 1000), 0.5)
+    shuffled = (rng.random((5, 1000)) < 0.4).astype(float)
+    arms = {"model": model, "pointer": pointer, "planted": _plant(model, 0.25), "shuffled": shuffled,
+            "saliency": shuffled.copy()}
+    f = ev.grounding_falsification(_judge(arms), "model", "pointer", "planted", "shuffled", "saliency")
+    assert f.positive.verdict == verdicts.A_BETTER and f.negative.verdict == verdicts.EQUIVALENT
+    assert f.controls_pass and f.conclusion == f.test.outcome
+    assert f.negative.margin == 0.05 and f.negative.cluster_unit == "images"
+    # planted effect removed: the positive control cannot fire, and the test cannot decide
+    arms["planted"] = model
+    f = ev.grounding_falsification(_judge(arms), "model", "pointer", "planted", "shuffled", "saliency")
+    assert not f.positive_passed and f.negative_passed and f.conclusion == verdicts.CANNOT_DECIDE
+    # a grounding effect planted into the negative arm: it is no longer equivalent to its floor
+    arms["planted"], arms["shuffled"] = _plant(model, 0.25), _plant(shuffled, 0.3)
+    f = ev.grounding_falsification(_judge(arms), "model", "pointer", "planted", "shuffled", "saliency")
+    assert f.positive_passed and not f.negative_passed and f.conclusion == verdicts.CANNOT_DECIDE
+    power = ev.power_check(f.test, 0.05)
+    assert power["target"] == pytest.approx(max(abs(f.test.difference), 0.05) / 2)
+    assert power["met"] == (power["half_width"] <= power["target"])
+
+
+def test_centre_prior_controls_pass_and_each_fails_on_purpose():
+    from fgclip.studies.maximage.bias import centre_prior_falsification
+
+    rng = np.random.default_rng(0)
+    zero = (rng.random((5, 1000)) < 0.1).astype(float)  # share of argmaxes in the centre cells
+    images = np.arange(1000) % 250
+    planted = _plant(zero, 0.25)
+    f = centre_prior_falsification(zero, zero, planted, zero.copy(), images, 0.05, seed=0)
+    assert f.positive_passed and f.negative_passed and f.test.verdict == verdicts.EQUIVALENT
+    assert not centre_prior_falsification(zero, zero, zero, zero, images, 0.05, seed=0).positive_passed
+    g = centre_prior_falsification(zero, zero, planted, _plant(zero, 0.3, seed=2), images, 0.05, seed=0)
+    assert g.positive_passed and not g.negative_passed and g.conclusion == verdicts.CANNOT_DECIDE
+
+
+def test_mix_points_and_shuffled_links():
     pts = ev.mix_points([(0.0, 0.0)] * 1000, [(1.0, 1.0)] * 1000, 0.25, seed=1)
     assert 0.2 < np.mean([p == (1.0, 1.0) for p in pts]) < 0.3
     perm = ev.shuffled_caption_image([0, 0, 1, 1, 2], seed=0)

@@ -1,7 +1,9 @@
 """Bidirectional ranking losses on a batch score matrix S (B, B), S[i, j] = S(I_i, T_j).
 
 The positive pair of image i is caption i (the diagonal); every other caption in the batch
-is a negative for it, and every other image a negative for caption i.
+is a negative for it, and every other image a negative for caption i. A stack of score
+matrices (..., B, B), one per independently trained replica (chapter 1 trains its seeds
+side by side), gives one loss per matrix (...,): each the loss of its own (B, B) problem.
 """
 from __future__ import annotations
 
@@ -12,20 +14,22 @@ MINING = ("hardest", "semi-hard", "all")
 
 
 def _check_square(scores: torch.Tensor) -> int:
-    if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or scores.shape[0] < 2:
-        raise ValueError(f"scores must be a square (B, B) matrix with B >= 2, got "
-                         f"{tuple(scores.shape)}")
-    return scores.shape[0]
+    if scores.ndim < 2 or scores.shape[-1] != scores.shape[-2] or scores.shape[-1] < 2:
+        raise ValueError(f"scores must be a square (B, B) matrix with B >= 2 (or a stack (..., B, B)), "
+                         f"got {tuple(scores.shape)}")
+    return scores.shape[-1]
 
 
-def _check_same(same: torch.Tensor | None, b: int, device: torch.device) -> torch.Tensor:
-    """The (B, B) false-negative mask: True where j != i is not a negative of i (the same
-    caption text), symmetric; all False when ``same`` is None."""
+def _check_same(same: torch.Tensor | None, b: int, device: torch.device,
+                lead: tuple[int, ...] = ()) -> torch.Tensor:
+    """The (B, B) false-negative mask (or one per matrix of a stack, (..., B, B)): True where
+    j != i is not a negative of i (the same caption text), symmetric; all False when
+    ``same`` is None."""
     if same is None:
         return torch.zeros(b, b, dtype=torch.bool, device=device)
-    if same.shape != (b, b) or same.dtype != torch.bool:
-        raise ValueError(f"same must be a bool (B, B) = ({b}, {b}) mask, got {same.dtype} "
-                         f"{tuple(same.shape)}")
+    if same.shape not in ((b, b), (*lead, b, b)) or same.dtype != torch.bool:
+        raise ValueError(f"same must be a bool (B, B) = ({b}, {b}) mask (or one per score matrix), got "
+                         f"{same.dtype} {tuple(same.shape)}")
     return same.to(device) & _off_diagonal(b, device)
 
 
@@ -52,10 +56,17 @@ def npair_loss(scores: torch.Tensor, temperature: float = 1.0,
     b = _check_square(scores)
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    drop = _check_same(same, b, scores.device)
+    lead = tuple(scores.shape[:-2])
+    drop = _check_same(same, b, scores.device, lead)
     logits = (scores / temperature).masked_fill(drop, float("-inf"))
-    target = torch.arange(b, device=scores.device)
-    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+    if not lead:
+        target = torch.arange(b, device=scores.device)
+        return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+    target = torch.arange(b, device=scores.device).repeat(logits[..., 0, 0].numel())
+
+    def rows(x: torch.Tensor) -> torch.Tensor:  # mean cross-entropy of each matrix's rows: (...,)
+        return F.cross_entropy(x.reshape(-1, b), target, reduction="none").view(*lead, b).mean(dim=-1)
+    return 0.5 * (rows(logits) + rows(logits.transpose(-1, -2)))
 
 
 def _off_diagonal(b: int, device: torch.device) -> torch.Tensor:
@@ -64,17 +75,17 @@ def _off_diagonal(b: int, device: torch.device) -> torch.Tensor:
 
 def _semi_hard(neg: torch.Tensor, pos: torch.Tensor, margin: float,
                off: torch.Tensor) -> torch.Tensor:
-    """Per-anchor semi-hard hinge: neg (B, B) scores of each anchor's candidates, pos (B, 1).
+    """Per-anchor semi-hard hinge: neg (..., B, B) scores of each anchor's candidates, pos (..., B, 1).
 
     The chosen negative is the most similar one that still scores below the positive; an
     anchor without one takes its least similar negative (the rule of TensorFlow Addons'
     triplet_semihard_loss).
     """
     semi = off & (neg < pos)
-    hardest_semi = neg.masked_fill(~semi, float("-inf")).max(dim=1).values  # (B,)
-    easiest = neg.masked_fill(~off, float("inf")).min(dim=1).values  # (B,)
-    chosen = torch.where(semi.any(dim=1), hardest_semi, easiest)
-    return F.relu(margin - pos.squeeze(1) + chosen).masked_fill(~off.any(dim=1), 0.0)
+    hardest_semi = neg.masked_fill(~semi, float("-inf")).max(dim=-1).values  # (..., B)
+    easiest = neg.masked_fill(~off, float("inf")).min(dim=-1).values  # (..., B)
+    chosen = torch.where(semi.any(dim=-1), hardest_semi, easiest)
+    return F.relu(margin - pos.squeeze(-1) + chosen).masked_fill(~off.any(dim=-1), 0.0)
 
 
 def triplet_loss(scores: torch.Tensor, margin: float = 0.2, mining: str = "hardest",
@@ -96,13 +107,13 @@ def triplet_loss(scores: torch.Tensor, margin: float = 0.2, mining: str = "harde
         raise ValueError(f"mining must be one of {MINING}, got {mining!r}")
     if margin < 0:
         raise ValueError(f"margin must be >= 0, got {margin}")
-    pos = scores.diagonal().unsqueeze(1)  # (B, 1)
-    off = _off_diagonal(b, scores.device) & ~_check_same(same, b, scores.device)
+    pos = scores.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)  # (..., B, 1)
+    off = _off_diagonal(b, scores.device) & ~_check_same(same, b, scores.device, tuple(scores.shape[:-2]))
     per_dir = []
-    for s in (scores, scores.T):  # rows: image anchors; rows of S^T: caption anchors
+    for s in (scores, scores.transpose(-1, -2)):  # rows: image anchors; rows of S^T: caption anchors
         if mining == "semi-hard":
             per_dir.append(_semi_hard(s, pos, margin, off))
             continue
-        hinge = F.relu(margin - pos + s).masked_fill(~off, 0.0)  # (B, B), diagonal zeroed
-        per_dir.append(hinge.max(dim=1).values if mining == "hardest" else hinge.sum(dim=1))
-    return 0.5 * (per_dir[0].mean() + per_dir[1].mean())
+        hinge = F.relu(margin - pos + s).masked_fill(~off, 0.0)  # (..., B, B), diagonal zeroed
+        per_dir.append(hinge.max(dim=-1).values if mining == "hardest" else hinge.sum(dim=-1))
+    return 0.5 * (per_dir[0].mean(dim=-1) + per_dir[1].mean(dim=-1))

@@ -8,7 +8,8 @@ m_{r,c,d} = <v_{r,c}, t_d>; an aggregator turns it into the pair score S(I, T):
 * average pooling: S = (1/N_d) sum_d (1/(R C)) sum_{r,c} m_{r,c,d}
 * max over tokens: S = (1/(R C)) sum_{r,c} max_d m_{r,c,d}
 
-At test time word d's map is m_{:,:,d}; its argmax is the pointing prediction.
+Every score function takes leading replica dimensions (chapter 1 trains its seeds side by
+side); :func:`ragged_pair_scores` is the padding-free form training uses. At test time word d's map is m_{:,:,d}; its argmax is the pointing prediction.
 """
 from __future__ import annotations
 
@@ -31,16 +32,17 @@ def colocalization_volume(v: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
     v: (Bi, E, h, w) image features; t: (Bt, L, E) word vectors -> m: (Bi, Bt, h*w, L), the
     positions (r, c) flattened row by row; one matmul of the (Bi*h*w, E) positions against
-    the (Bt*L, E) words.
+    the (Bt*L, E) words. Leading dimensions (independent replicas, e.g. one per training
+    seed) are kept: v (..., Bi, E, h, w) and t (..., Bt, L, E) give (..., Bi, Bt, h*w, L).
     """
-    if v.ndim != 4 or t.ndim != 3 or v.shape[1] != t.shape[2]:
-        raise ValueError(f"need v (Bi, E, h, w) and t (Bt, L, E) with the same E, got "
-                         f"{tuple(v.shape)} and {tuple(t.shape)}")
-    bi, e, h, w = v.shape
-    bt, n_words, _ = t.shape
-    pos = v.flatten(2).transpose(1, 2).reshape(bi * h * w, e)  # (Bi*P, E)
-    m = pos @ t.reshape(bt * n_words, e).T  # (Bi*P, Bt*L)
-    return m.view(bi, h * w, bt, n_words).permute(0, 2, 1, 3)  # (Bi, Bt, P, L)
+    if v.ndim < 4 or t.ndim < 3 or v.shape[-3] != t.shape[-1] or v.shape[:-4] != t.shape[:-3]:
+        raise ValueError(f"need v (Bi, E, h, w) and t (Bt, L, E) with the same E (and the same "
+                         f"leading dimensions), got {tuple(v.shape)} and {tuple(t.shape)}")
+    *lead, bi, e, h, w = v.shape
+    bt, n_words, _ = t.shape[-3:]
+    pos = v.flatten(-2).transpose(-1, -2).reshape(*lead, bi * h * w, e)  # (..., Bi*P, E)
+    m = pos @ t.reshape(*lead, bt * n_words, e).transpose(-1, -2)  # (..., Bi*P, Bt*L)
+    return m.view(*lead, bi, h * w, bt, n_words).transpose(-3, -2)  # (..., Bi, Bt, P, L)
 
 
 def aggregate(m: torch.Tensor, mask: torch.Tensor, aggregator: str = "maximage") -> torch.Tensor:
@@ -50,26 +52,55 @@ def aggregate(m: torch.Tensor, mask: torch.Tensor, aggregator: str = "maximage")
     "maximage" (eq-maximage-score):       S = 1/N_d sum_d max_{r,c} m_{r,c,d};
     "average" (eq-average-pooling-score): S = 1/N_d sum_d 1/(RC) sum_{r,c} m_{r,c,d};
     "max-tokens" (eq-max-tokens-score):   S = 1/(RC) sum_{r,c} max_d m_{r,c,d}.
-    Padded words (mask False) take no part in any mean or max.
+    Padded words (mask False) take no part in any mean or max. Leading dimensions are kept:
+    m (..., Bi, Bt, P, L) and mask (..., Bt, L) give (..., Bi, Bt).
     """
     if aggregator not in AGGREGATORS:
         raise ValueError(f"aggregator must be one of {AGGREGATORS}, got {aggregator!r}")
-    if mask.shape != (m.shape[1], m.shape[3]):
+    if m.ndim < 4 or mask.shape != (*m.shape[:-4], m.shape[-3], m.shape[-1]):
         raise ValueError(f"mask {tuple(mask.shape)} does not match volume {tuple(m.shape)}")
-    if not mask.any(dim=1).all():
+    if not mask.any(dim=-1).all():
         raise ValueError("every caption needs at least one word (mask row all False)")
-    keep = mask[None, :, None, :]  # (1, Bt, 1, L)
-    n_words = mask.sum(dim=1).to(m.dtype)  # (Bt,)
+    keep = mask[..., None, :, None, :]  # (..., 1, Bt, 1, L)
+    n_words = mask.sum(dim=-1).to(m.dtype)[..., None, :]  # (..., 1, Bt)
     if aggregator == "max-tokens":
-        return m.masked_fill(~keep, float("-inf")).amax(dim=3).mean(dim=2)
-    per_word = m.amax(dim=2) if aggregator == "maximage" else m.mean(dim=2)  # (Bi, Bt, L)
-    return (per_word * mask[None].to(m.dtype)).sum(dim=2) / n_words
+        return m.masked_fill(~keep, float("-inf")).amax(dim=-1).mean(dim=-1)
+    per_word = m.amax(dim=-2) if aggregator == "maximage" else m.mean(dim=-2)  # (..., Bi, Bt, L)
+    return (per_word * mask[..., None, :, :].to(m.dtype)).sum(dim=-1) / n_words
 
 
 def pair_scores(v: torch.Tensor, t: torch.Tensor, mask: torch.Tensor,
                 aggregator: str = "maximage") -> torch.Tensor:
     """S (Bi, Bt) for all image-caption pairs of a batch: aggregate(colocalization_volume)."""
     return aggregate(colocalization_volume(v, t), mask, aggregator)
+
+
+def ragged_pair_scores(v: torch.Tensor, t: torch.Tensor, caption_of_word: torch.Tensor,
+                       n_captions: int, aggregator: str = "maximage") -> torch.Tensor:
+    """The scores of :func:`pair_scores` without padding the captions: t holds every word
+    of the batch, caption after caption, and ``caption_of_word`` says whose it is.
+
+    v (..., Bi, E, h, w); t (..., W, E); caption_of_word (..., W) in 0..Bt-1, or -1 for an
+    empty slot (replicas whose batches hold fewer words) -> S (..., Bi, Bt). For "maximage"
+    and "average" the per-word reduction over positions comes first, so
+    S = per_word @ A with A[w, j] = 1[caption(w) = j] / N_j: the same numbers as
+    eq-maximage-score and eq-average-pooling-score, with W words in the product instead of
+    Bt * L_max (toy captions of about 6 words padded to 17 cost three times as much).
+    """
+    if aggregator not in ("maximage", "average"):
+        raise ValueError(f"ragged scores need a per-word aggregator (maximage, average), got {aggregator!r}")
+    if v.ndim < 4 or t.ndim < 2 or v.shape[-3] != t.shape[-1] or caption_of_word.shape != t.shape[:-1]:
+        raise ValueError(f"need v (..., Bi, E, h, w), t (..., W, E) and caption_of_word (..., W), got "
+                         f"{tuple(v.shape)}, {tuple(t.shape)} and {tuple(caption_of_word.shape)}")
+    *lead, bi, e, h, w = v.shape
+    pos = v.flatten(-2).transpose(-1, -2).reshape(*lead, bi * h * w, e)  # (..., Bi*P, E)
+    m = (pos @ t.transpose(-1, -2)).view(*lead, bi, h * w, t.shape[-2])  # (..., Bi, P, W)
+    per_word = m.amax(dim=-2) if aggregator == "maximage" else m.mean(dim=-2)  # (..., Bi, W)
+    onehot = (caption_of_word[..., None] == torch.arange(n_captions, device=t.device)).to(t.dtype)  # (..., W, Bt)
+    counts = onehot.sum(dim=-2, keepdim=True)  # (..., 1, Bt)
+    if not (counts > 0).all():
+        raise ValueError("every caption needs at least one word")
+    return per_word @ (onehot / counts)
 
 
 def _mlp(d_in: int, d_out: int) -> nn.Sequential:

@@ -16,9 +16,11 @@ import pandas as pd
 
 from ...methods.maximage import MaxImageHeads
 from ...models import Clip
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .data import Split, load_split, subset_split
 from .evaluation import shuffled_caption_image
 from .heads import TrainConfig, make_heads, train_heads
+from .replicas import steps_per_pass, train_stacks
 
 
 class Splits(NamedTuple):
@@ -96,6 +98,50 @@ def train_arm(arm: Arm, data: Split, seeds: Sequence[int]) -> list[MaxImageHeads
     return out
 
 
+def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int],
+                   period: int) -> tuple[list[MaxImageHeads], Selection | None]:
+    """The arm's heads for each of ``seeds``, trained at the lr and number of periods that
+    :func:`fgclip.train.selection.select_lr_epochs` picks (eq-selection) on the validation loss.
+
+    Every (lr, seed) of ``grid`` trains side by side (:func:`~fgclip.studies.maximage.replicas.train_stacks`)
+    for ``grid.epochs`` periods of ``period`` optimiser steps, its validation loss recorded
+    after each; the selection seeds' own heads at the chosen (lr, period) are their
+    evaluation heads, and every other seed trains afresh at that lr for that many periods
+    (no validation, no test split in sight). An untrained arm returns its initial heads and
+    no selection.
+    """
+    if not arm.trained:
+        return [make_heads(data.fit.img.shape[1], data.fit.words.dim, arm.cfg.embed_dim, s, arm.cfg.score)
+                for s in seeds], None
+    if grid.higher_is_better:
+        raise ValueError("chapter 1 selects on the validation loss: the grid needs higher_is_better=False")
+    run = train_stacks(data.fit, data.val, arm.cfg, grid.lrs, grid.seeds, grid.epochs, period,
+                       shuffled=arm.shuffled, keep_states=True)
+    sel = select_lr_epochs(arm.name, lambda lr, s, e: run.curves[(lr, s)][:e], grid)
+    heads = {s: h.cpu() for s, h in zip(grid.seeds, run.heads(sel.lr, sel.epochs))}
+    fresh = [s for s in seeds if s not in heads]
+    if fresh:
+        more = train_stacks(data.fit, None, replace(arm.cfg, lr=sel.lr), [sel.lr], fresh, sel.epochs, period,
+                            shuffled=arm.shuffled)
+        heads |= dict(zip(fresh, more.heads(sel.lr)))
+    return [heads[s] for s in seeds], sel
+
+
+def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int,
+                 log: list[Selection]) -> list[MaxImageHeads]:
+    """:func:`train_selected`, its selection appended to ``log`` (a trained arm's): the heads."""
+    heads, sel = train_selected(arm, data, grid, seeds, period)
+    if sel is not None:
+        log.append(sel)
+    return heads
+
+
+def pass_steps(data: Splits, batch_size: int) -> int:
+    """Optimiser steps of one pass over the fit split at ``batch_size``: the period every arm
+    counts its budget in (an arm with another batch size gets the same steps)."""
+    return steps_per_pass(len(data.fit.images), batch_size)
+
+
 def arm_table(arms: Sequence[Arm]) -> pd.DataFrame:
     """One row per arm: the config fields the arms differ in, and how its captions are dealt."""
     return pd.DataFrame([dict(arm=a.name, loss=a.cfg.loss, aggregator=a.cfg.aggregator, score=a.cfg.score,
@@ -104,14 +150,20 @@ def arm_table(arms: Sequence[Arm]) -> pd.DataFrame:
 
 
 def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, base: TrainConfig,
-                    min_box_area: float, area_rule: str, planted_rate: float) -> pd.DataFrame:
-    """What was chosen on which split: the parse mode on the validation split; every other
-    setting fixed beforehand (columns hyperparameter, candidates, chosen, criterion, split)."""
+                    min_box_area: float, area_rule: str, planted_rate: float,
+                    selections: Sequence[Selection | None] = (), period: int = 0) -> pd.DataFrame:
+    """What was chosen on which split: lr and periods per trained arm and the parse mode on
+    the validation split; every other setting fixed beforehand (columns hyperparameter,
+    candidates, chosen, criterion, split)."""
+    val = f"validation ({n_val_images} held-out training images)"
     return pd.DataFrame([
+        *((f"lr, periods: {s.arm}", f"lr {list(s.curves)}, 1..{s.budget} periods of {period} steps",
+           f"{s.lr:g}, {s.epochs}" + ("" if s.converged else " (the budget's last)"),
+           f"lowest mean validation loss over seeds {list(s.seeds)}", val) for s in selections if s),
         ("parse mode", {m: round(a, 3) for m, a in val_acc.items()}, parse, "mean pointing accuracy "
-         "over the seeds", f"validation ({n_val_images} held-out training images)"),
-        ("epochs, lr, temperature, margin, embed_dim", "-", f"{base.epochs}, {base.lr}, {base.temperature}, "
-         f"{base.margin}, {base.embed_dim}", "inherited from the chapter's first version, not tuned here", "none"),
+         "over the seeds", val),
+        ("temperature, triplet margin, embed_dim", "-", f"{base.temperature}, {base.margin}, {base.embed_dim}",
+         "fixed beforehand (the paper's losses at toy size), not tuned", "none"),
         ("min_box_area, area_rule", "-", f"{min_box_area}, {area_rule}", "the public protocol", "none"),
         ("planted_rate (controls)", "-", planted_rate, "fixed before any run", "none")],
         columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])

@@ -192,8 +192,13 @@ def floor_scores(data, keep: np.ndarray, seeds: Sequence[int],
             "random point": rep(random_point_expectation(data, keep)),
             "random point (one draw)": np.stack([hits(random_draw_points(data, s), data, keep)
                                                  for s in seeds]),
-            "caption-blind saliency": np.stack([hits(saliency_points(
-                h, project_images(h, data.img), data), data, keep) for h in heads_per_seed])}
+            "caption-blind saliency": saliency_scores(heads_per_seed, data, keep)}
+
+
+def saliency_scores(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray) -> np.ndarray:
+    """(n_seeds, n_kept) hits of each seed's caption-blind saliency (:func:`saliency_points`)."""
+    return np.stack([hits(saliency_points(h, project_images(h, data.img), data), data, keep)
+                     for h in heads_per_seed])
 
 
 def non_centre(data, keep: np.ndarray) -> np.ndarray:
@@ -265,6 +270,7 @@ class ArmJudge:
     strata: Mapping[str, np.ndarray]  # stratum -> (n_kept,) bool, "all" among them
     images: np.ndarray  # (n_kept,) image of each kept phrase: the bootstrap's clusters
     seed: int
+    margin: float | None = None  # the margin of practical equivalence of pointing accuracy
 
     def __call__(self, a: str, b: str, claim: str, on: str = "all") -> verdicts.Verdict:
         """Arm a vs arm b on the phrases of stratum ``on`` (named in the claim unless "all")."""
@@ -276,7 +282,7 @@ class ArmJudge:
                unit: str = "phrases") -> verdicts.Verdict:
         """a vs b on given (n_seeds, n_units) scores x, y whose units sit in ``clusters`` (images)."""
         return verdicts.compare(x, y, claim=claim, arms=(a, b), unit=unit, clusters=clusters,
-                                cluster_unit="images", seed=self.seed)
+                                cluster_unit="images", seed=self.seed, margin=self.margin)
 
 
 def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
@@ -286,8 +292,32 @@ def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
                          for a, x in scores.items() for j, s in enumerate(seeds)])
 
 
-def planted_grounding_scores(data, keep: np.ndarray, seeds: Sequence[int], rate: float) -> np.ndarray:
-    """(n_seeds, n_kept) hits of the grounding test's positive control: the object pointer
-    (one draw per seed) with a share ``rate`` of its phrases sent to their own box's centre."""
-    return np.stack([hits(mix_points(object_pointer_points(data, s), own_box_points(data), rate, s), data, keep)
-                     for s in seeds])
+def planted_grounding_scores(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray,
+                             seeds: Sequence[int], rate: float, mode: str = "vector") -> np.ndarray:
+    """(n_seeds, n_kept) hits of the grounding test's positive control: each seed's model
+    (same heads, same seed-to-seed spread as the arm under test) with a share ``rate`` of
+    its phrases sent to their own box's centre, a grounding effect of known size."""
+    return np.stack([hits(mix_points(model_points(h, data, mode), own_box_points(data), rate, s), data, keep)
+                     for h, s in zip(heads_per_seed, seeds)])
+
+
+def grounding_falsification(judge: ArmJudge, model: str, pointer: str, planted: str, shuffled: str,
+                            shuffled_saliency: str) -> verdicts.Falsification:
+    """The grounding test, ``model`` against the caption-blind ``pointer`` ('A better' is the
+    effect), read through its controls: the ``planted`` arm (the model plus known grounding)
+    must beat the pointer, and the ``shuffled``-caption arm, which cannot learn where words
+    are, must be 'equivalent' to its own caption-blind saliency within the judge's margin."""
+    return verdicts.falsify(judge(model, pointer, f"{model} vs {pointer}"),
+                            judge(planted, pointer, f"{planted} vs {pointer}"),
+                            judge(shuffled, shuffled_saliency, f"{shuffled} vs {shuffled_saliency}"))
+
+
+def power_check(v: verdicts.Verdict, margin: float) -> dict:
+    """Is the central comparison's interval narrow enough? Its half-width against the target
+    max(|difference|, margin) / 2 (a record for results.json; nothing is raised)."""
+    half = (v.ci_high - v.ci_low) / 2
+    target = max(abs(v.difference), margin) / 2
+    met = bool(half <= target)
+    return {"claim": v.claim, "half_width": half, "target": target, "met": met, "n_seeds": v.n_seeds,
+            "n_clusters": v.n_clusters, "sentence": f"half-width {half:.3f} of its interval against a target of "
+            f"{target:.3f} with {v.n_seeds} seeds and {v.n_clusters} {v.cluster_unit}: {'met' if met else 'not met'}"}

@@ -180,4 +180,4 @@ def test_stacked_replicas_follow_the_run_each_would_take_alone():
     for j, s in enumerate((0, 1)):
         alone, _ = train_heads(data.img, data.words, None, data.corpus.caption_image, replace(cfg, seed=s, lr=1e-2))
         for a, b in zip(alone.state_dict().values(), run.heads(1e-2)[j].state_dict().values()):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)

@@ -310,7 +310,7 @@ print(f"seeds {seeds}, {model} ({pretrained}) on {device}; images {data.sizes()}
 # replicas share each matrix product, each replica keeping its own gradient and optimiser
 # state), and its loss on the validation images is recorded after every period. The lr and
 # the number of periods with the lowest mean validation loss are chosen
-# ({eq}`eq-selection`, {func}`fgclip.train.selection.select_lr_epochs`). Why the validation
+# ({doc}`../book/verdicts`, {func}`fgclip.train.selection.select_lr_epochs`). Why the validation
 # *loss* and not validation pointing: the paper's claim is that localization emerges from
 # retrieval training without boxes, so no box may steer the training of an arm, not even
 # through its stopping time. The selection seeds' own heads at the chosen point are their

@@ -218,7 +218,7 @@ else:
 # %%
 if is_toy:
     scenes = st.stage_scenes(world, n_fit, n_val, STAGE_EVAL["n"], STAGE_EVAL["seed"])
-    grid = SelectionGrid(seeds=(seed,), epochs=stage_epochs)
+    grid = SelectionGrid(lrs=(3e-3, 1e-2, 3e-2), seeds=(seed,), epochs=stage_epochs)
     ceiling_rows, stage_selection = st.ceiling(stage_clips, scenes, world.categories, grid)
     ceiling = pd.DataFrame(ceiling_rows)
     display(ceiling.set_index(["reader", "model"]).style.format("{:.3f}"))
@@ -259,7 +259,7 @@ facts = [f"{trained_label} retrieves the right full caption among {len(records)}
          f"Zero-shot shape classification reaches **{r['zero-shot shape acc.']:.1%}** (chance "
          f"{1 / len(world.categories):.1%})."]
 if is_toy:
-    facts += [st.target_sentence(targets), st.headroom_sentence(headroom)]
+    facts += [st.target_sentence(targets), st.headroom_sentence(headroom), st.reader_caveats(stage_selection, headroom)]
 display(Markdown("```{admonition} What we found (seed " + str(seed) + ")\n:class: tip\n" +
                  "\n".join(f"- {f}" for f in facts) + "\n```"))
 write_results(results_path, {"seed": seed, "n_images": len(records), "verdicts": [],

@@ -172,3 +172,17 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     assert zs[stage.TASKS[2]] == pytest.approx(direct["zero_shot_retrieval_AP@50"], abs=1e-4)
     assert zs[stage.TASKS[0]] == pytest.approx(shape_classification(clip, scenes.single, world.categories), abs=1e-6)
     assert all(0.0 <= r[t] <= 1.0 for r in rows for t in stage.TASKS)
+
+
+def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    rows = pd.DataFrame([{"task": "t1", "model": "m", "oracle": 0.9, "zero-shot": 0.5},
+                         {"task": "t2", "model": "m", "oracle": 0.1, "zero-shot": 0.5}])
+    sels = [SimpleNamespace(arm="oracle", converged=True), SimpleNamespace(arm="probe", converged=False)]
+    text = stage.reader_caveats(sels, rows)
+    assert "probe" in text and "oracle below zero-shot" in text and "t2 (m)" in text and "t1" not in text
+    fine = stage.reader_caveats(sels[:1], rows.iloc[:1])
+    assert fine.startswith("Every reader converged")

@@ -303,3 +303,17 @@ def headroom_sentence(headroom) -> str:
     parts = [f"{r['chapter']} ({r['task']}, {r['model']}): oracle {r['oracle']:.3f}, probe {r['linear probe']:.3f}, "
              f"zero-shot {r['zero-shot']:.3f}" for _, r in headroom.iterrows()]
     return "What the stage can show, per chapter: " + "; ".join(parts) + "."
+
+
+def reader_caveats(selections: list[Selection], headroom) -> str:
+    """The closing box's warning: readers whose validation curve still improved at the last
+    epoch of the budget, and tasks where the oracle scores below zero-shot (there the
+    oracle, not the world, limits the ceiling, so the headroom is not measured)."""
+    open_ended = [s.arm for s in selections if not s.converged]
+    below = [f"{r['task']} ({r['model']})" for _, r in headroom.iterrows() if r["oracle"] < r["zero-shot"]]
+    parts = []
+    if open_ended:
+        parts.append("not converged within the budget (best at the last epoch): " + ", ".join(open_ended))
+    if below:
+        parts.append("oracle below zero-shot, so the ceiling is not measured for: " + "; ".join(below))
+    return ("Caveats on the ceiling: " + "; ".join(parts) + ".") if parts else "Every reader converged within its budget."

@@ -365,7 +365,7 @@ display(ddata.known_positive_table(labels[train_split], masks, class_names, rows
 # features against the hand-prompt text; *full*: both, scored by the paper's softmax
 # ({eq}`eq-softmax-over-categories`) or, as the falsification below needs, by a sigmoid per
 # category that learns its own threshold. Every trained variant uses P-ASL with AdamW and
-# goes through one routine ({eq}`eq-selection` on the page on verdicts): the same grid of
+# goes through one routine (the selection rule of {doc}`../book/verdicts`): the same grid of
 # learning rates `lrs`, the same budget of `epochs` epochs, the same `selection_seeds`
 # seeds, all at the middle proportion; the learning rate and the epoch with the best mean
 # validation mAP are chosen, and every seed and proportion is then trained at that choice.

@@ -58,6 +58,7 @@ def test_central_equations_are_labelled_and_cited_by_the_code(name):
 def test_equation_maps_name_functions_and_tests_that_exist(name):
     md = _markdown(name)
     defined = {lab for n in CHAPTERS for lab in _labels(_markdown(n))}
+    defined |= {lab for page in (ROOT / "book").glob("*.md") for lab in _labels(page.read_text())}  # e.g. the verdicts page
     for ref in re.findall(r"\{eq\}`([\w-]+)`", md):
         assert ref in defined, f"{name}: {{eq}}`{ref}` has no labelled equation"
     for dotted in re.findall(CODE_ROLE, md):
@@ -79,7 +80,8 @@ def test_glued_findings_are_made_by_the_chapter(name):
     chapter = name.split("_")[0]
     keys = re.findall(r"\{glue:md\}`([\w-]+)`", _markdown(name))
     assert keys, f"{name}: the closing prose glues no finding from the run"
-    code = _code(name)
+    study = "\n".join(p.read_text() for p in (ROOT / "src" / "fgclip" / "studies").rglob("*.py"))
+    code = _code(name) + study  # a finding may be named in the chapter or in its study's findings module
     for key in keys:
         assert key.startswith(f"{chapter}-"), f"{name}: glue key {key} lacks the {chapter}- prefix"
         assert f'"{key[len(chapter) + 1:]}"' in code, f"{name}: no finding named {key[len(chapter) + 1:]!r}"

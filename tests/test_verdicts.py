@@ -6,7 +6,7 @@ import pytest
 
 from fgclip import verdicts
 from fgclip.reporting import RESULTS_DIR_ENV, write_results
-from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_DECIDE, CANNOT_TELL, EQUIVALENT, compare, falsify
+from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_DECIDE, CANNOT_TELL, EQUIVALENT, compare, falsify, power_check
 
 
 def simulate(rng, effect, n_seeds=3, n_clusters=60, per_cluster=4, seed_sd=0.03,
@@ -210,3 +210,16 @@ def test_equivalence_is_the_interval_inside_the_margin_even_when_it_excludes_zer
     for bad in (0.0, -0.1):
         with pytest.raises(ValueError, match="margin"):
             compare(small, small, claim="x", arms=("a", "b"), unit="u", margin=bad)
+
+
+def test_power_check_sets_half_the_larger_of_effect_and_margin_as_target():
+    rng = np.random.default_rng(0)
+    a = 0.5 + 0.01 * rng.standard_normal((3, 40))
+    v = compare(a + 0.1, a, claim="c", arms=("x", "y"), unit="u", margin=0.02)
+    rec = power_check(v)
+    assert rec["target"] == pytest.approx(0.5 * abs(v.difference)) and rec["met"]
+    assert rec["half_width"] == pytest.approx((v.ci_high - v.ci_low) / 2)
+    wide = power_check(v, margin=1.0)  # an explicit margin overrides the verdict's own
+    assert wide["target"] == pytest.approx(0.5) and wide["met"]
+    noisy = compare(a + 0.3 * rng.standard_normal((3, 40)), a, claim="c", arms=("x", "y"), unit="u", margin=0.001)
+    assert not power_check(noisy)["met"]

@@ -272,6 +272,17 @@ def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A
                          positive_passed=positive.verdict == effect, negative_passed=negative_passed)
 
 
+def power_check(v: Verdict, margin: float | None = None) -> dict[str, Any]:
+    """Is a comparison's interval narrow enough to decide? Its half-width (hi - lo) / 2 against
+    the target max(|difference|, margin) / 2 (``margin`` defaults to the verdict's own); a record
+    for results.json, never an assertion."""
+    m = v.margin if margin is None else margin
+    half = (v.ci_high - v.ci_low) / 2
+    target = 0.5 * max(abs(v.difference), m or 0.0)
+    return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "n_clusters": v.n_clusters,
+            "half_width": float(half), "target": float(target), "met": bool(half <= target)}
+
+
 def verdict_records(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:
     """The ``verdicts`` list of a chapter's results.json."""
     return [v.to_dict() for v in verdicts]

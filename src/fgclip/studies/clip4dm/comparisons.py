@@ -214,6 +214,4 @@ def clauses(vs: Sequence[verdicts.Verdict]) -> str:
 def power_record(v: verdicts.Verdict) -> dict:
     """The power check of the chapter's central comparison: the interval's half-width against
     half of max(|difference|, margin); ``met`` when it is no wider (issue 30's target)."""
-    half, target = (v.ci_high - v.ci_low) / 2, 0.5 * max(abs(v.difference), v.margin or 0.0)
-    return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "half_width": float(half),
-            "target": float(target), "met": bool(half <= target)}
+    return verdicts.power_check(v)

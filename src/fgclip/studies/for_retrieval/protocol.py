@@ -30,7 +30,7 @@ from ...methods.cluster_clip import cluster_clip_embeddings
 from ...methods.sumclip import SumClipHead
 from ...metrics.object_retrieval import per_category_ap
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
-from ...verdicts import Verdict, compare
+from ...verdicts import Verdict, compare, power_check  # noqa: F401 (power_check: the chapter calls it from here)
 from .data import ForData
 from .folds import (CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, PLANTED, SHUFFLED, SUPERVISED, UNTRAINED, Fold,
                     fold_units, shuffle_targets, unit_matrix)
@@ -209,14 +209,6 @@ def fold_verdict(rows: pd.DataFrame, a: str, b: str, claim: str, folds: Sequence
                    clusters=folds_of if by_fold else None,
                    cluster_unit="folds (one trained head each)" if by_fold else "categories",
                    margin=margin, seed=seed)
-
-
-def power_check(v: Verdict, margin: float) -> dict:
-    """Is the central comparison's interval narrow enough? half-width <= max(|d|, margin) / 2."""
-    half = (v.ci_high - v.ci_low) / 2
-    target = 0.5 * max(abs(v.difference), margin)
-    return {"claim": v.claim, "half_width": float(half), "target": float(target), "met": bool(half <= target),
-            "n_seeds": v.n_seeds, "n_clusters": v.n_clusters}
 
 
 def power_sentence(check: dict) -> str:

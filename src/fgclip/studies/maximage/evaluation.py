@@ -313,11 +313,8 @@ def grounding_falsification(judge: ArmJudge, model: str, pointer: str, planted: 
 
 
 def power_check(v: verdicts.Verdict, margin: float) -> dict:
-    """Is the central comparison's interval narrow enough? Its half-width against the target
-    max(|difference|, margin) / 2 (a record for results.json; nothing is raised)."""
-    half = (v.ci_high - v.ci_low) / 2
-    target = max(abs(v.difference), margin) / 2
-    met = bool(half <= target)
-    return {"claim": v.claim, "half_width": half, "target": target, "met": met, "n_seeds": v.n_seeds,
-            "n_clusters": v.n_clusters, "sentence": f"half-width {half:.3f} of its interval against a target of "
-            f"{target:.3f} with {v.n_seeds} seeds and {v.n_clusters} {v.cluster_unit}: {'met' if met else 'not met'}"}
+    """:func:`fgclip.verdicts.power_check`'s record, with the sentence the chapter glues."""
+    rec = verdicts.power_check(v, margin)
+    rec["sentence"] = (f"half-width {rec['half_width']:.3f} of its interval against a target of {rec['target']:.3f} "
+                       f"with {v.n_seeds} seeds and {v.n_clusters} {v.cluster_unit}: {'met' if rec['met'] else 'not met'}")
+    return rec

@@ -63,7 +63,7 @@ def pretrain(args: list[str], out_dir: Path, n_val: int, seed: int) -> dict:
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"pretraining failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
-    metrics = json.loads((out_dir / "metrics.json").read_text())
+    metrics = json.loads((out_dir / "metrics.json").read_text())["val"]  # {"val": ..., "test": ...}
     ckpt = torch.load(out_dir / "last.pt", map_location="cpu", weights_only=False)
     precision = ckpt.get("precision", {})
     history = ckpt["history"]

@@ -5,7 +5,9 @@
   FGCLIP_RESULTS_DIR) leaves `_build/results/<key>.json`;
 - after `make book` (skipped before, saying why): each of those files is strict JSON, and
   chapters 1-4 hold a non-empty verdicts list whose records carry the protocol's fields,
-  each over at least three seeds, with a verdict that follows from its own interval.
+  each side taken over at least three independent replicates (seeds, or seeds x folds where
+  the bootstrap resamples folds, one trained head each), with a verdict that follows from its
+  own interval and margin.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_TELL
+from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_TELL, EQUIVALENT
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (REPO / "notebooks").glob("ch*_*.py"))
@@ -42,6 +44,19 @@ def _built(name: str) -> dict:
     return json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{path}: {c} in JSON"))
 
 
+def _replicates(r: dict) -> int:
+    """Independent trained replicates behind a verdict: its seeds, times its folds when the
+    bootstrap resamples folds (each fold and seed trains its own head)."""
+    by_fold = str(r.get("cluster_unit", "")).startswith("folds")
+    return r["n_seeds"] * (r["n_clusters"] if by_fold else 1)
+
+
+def test_replicates_count_folds_only_where_folds_are_resampled():
+    base = {"n_seeds": 2, "n_clusters": 8}
+    assert _replicates({**base, "cluster_unit": "folds (one trained head each)"}) == 16
+    assert _replicates({**base, "cluster_unit": "images"}) == 2
+
+
 @pytest.mark.parametrize("name", [n for n in CHAPTERS if key(n) != "ch0"])
 def test_built_results_hold_verdicts_over_three_seeds(name):
     data = _built(name)
@@ -50,10 +65,14 @@ def test_built_results_hold_verdicts_over_three_seeds(name):
     for r in records:
         missing = [f for f in FIELDS if f not in r]
         assert not missing, f"{key(name)}: verdict {r.get('claim')!r} lacks {missing}"
-        assert r["verdict"] in (A_BETTER, B_BETTER, CANNOT_TELL)
+        assert r["verdict"] in (A_BETTER, B_BETTER, EQUIVALENT, CANNOT_TELL)
         assert r["ci_low"] <= r["difference"] <= r["ci_high"], r["claim"]
         if r["verdict"] != CANNOT_TELL:
-            assert r["n_seeds"] >= 3, f"{key(name)}: {r['claim']!r} takes a side on {r['n_seeds']} seed(s)"
+            replicates = _replicates(r)
+            assert replicates >= 3, f"{key(name)}: {r['claim']!r} takes a side on {replicates} replicate(s)"
+        if r["verdict"] == EQUIVALENT:
+            assert r["margin"] and -r["margin"] <= r["ci_low"] and r["ci_high"] <= r["margin"], r["claim"]
+        if r["verdict"] in (A_BETTER, B_BETTER):
             higher = r.get("higher_is_better", True)
             above = r["ci_low"] > 0
             assert (r["verdict"] == A_BETTER) == (above == higher), r["claim"]

@@ -27,7 +27,8 @@ def test_bad_parameters_stop_before_any_work(params, match):
 
 @pytest.mark.parametrize("chapter", ["ch1", "ch3", "ch4"])
 def test_head_training_precision_is_a_checked_parameter(chapter):
-    assert chapter_defaults(chapter_notebook(chapter))["precision"] == "auto"
+    # numbers that enter a verdict are computed in fp32 by default, so the book is the same on every CPU
+    assert chapter_defaults(chapter_notebook(chapter))["precision"] == "fp32"
     assert validate(chapter, {"precision": "bf16"}) == {"precision": "bf16"}
     with pytest.raises(ParameterError, match="'precision': expects one of"):
         validate(chapter, {"precision": "fp16"})

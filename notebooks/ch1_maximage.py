@@ -80,6 +80,9 @@ bias_n_test: int = 300  # [> 0]
 batch_sizes: list[int] = [8, 64]  # N-Pair at equal optimiser steps; [] skips [each at least 2]
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
+# %% tags=["remove-cell"]
+from fgclip.runner import check_injected; check_injected("ch1", globals())  # the runner's checks, on what papermill injected
+
 # %%
 from dataclasses import replace
 from pathlib import Path
@@ -597,6 +600,7 @@ display(found_box("What we found", list(findings.values())))
 # ```
 
 # %%
+# ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "seeds": seeds, "n_test_phrases": len(images), "parse": parse, "data_root": str(root), "precision": precision,
     "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions), "margin": margin, "share_margin":
@@ -604,5 +608,4 @@ write_results(results_path, {
     "found": list(findings.values()), "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed":
     {a: x.mean(axis=1).tolist() for a, x in scores.items()}, "verdicts": chapter_v, "controls": [grounding] +
     ([centre_test] if centre_test else []), "bias_sweep": sweep.table.to_dict(orient="records"), "batch_sizes":
-    bs_table.to_dict(orient="records"), "truncated_captions": test.n_truncated, "dropped_phrases": test.n_dropped},
-    chapter="ch1")
+    bs_table.to_dict(orient="records"), "truncated_captions": test.n_truncated, "dropped_phrases": test.n_dropped}, chapter="ch1");

@@ -66,6 +66,9 @@ margin_rank: float = 0.02  # equivalence margin for rank scores (paired accuracy
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
+# %% tags=["remove-cell"]
+from fgclip.runner import check_injected; check_injected("ch2", globals())  # the runner's checks, on what papermill injected
+
 # %%
 import time
 
@@ -504,6 +507,7 @@ display(found_box("What we found", list(findings.values())))
 # ```
 
 # %%
+# ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "seeds": seeds, "seed_axis": "independent test draws (toy: exports; real: seeded samples)",
     "model": model, "pretrained": pretrained, "layers": main.label, "n_test_foils": int(is_foil.sum()),
@@ -516,4 +520,4 @@ write_results(results_path, {
     "speed_pairs_per_s": speed.table, "verdicts": all_v, "controls": [f_loc], "found": list(findings.values()),
     "margins": {"share": margins.share, "rank": margins.rank}, "power_check": power, "precision": "fp32",
     "cluster_unit": "images",
-    "selection": selection.to_dict(orient="records"), "wall_s": time.perf_counter() - t_start}, chapter="ch2")
+    "selection": selection.to_dict(orient="records"), "wall_s": time.perf_counter() - t_start}, chapter="ch2");

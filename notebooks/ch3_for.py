@@ -91,6 +91,9 @@ device: str = "cpu"
 precision: str = "fp32"  # head training: "fp32" (every number that enters a verdict) or "bf16" (speed only, e.g. on a GPU)
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
+# %% tags=["remove-cell"]
+from fgclip.runner import check_injected; check_injected("ch3", globals())  # the runner's checks, on what papermill injected
+
 # %%
 import time
 
@@ -450,7 +453,7 @@ draw = make_retrieval_draw(encode_name, study.last_runs[ff.FOR], study.for_atten
                            labels=[r.labels for r in eval_records], boxes=[r.boxes for r in eval_records],
                            box_sizes=[(r.height, r.width) for r in eval_records])  # boxes scaled to the shown images
 widget = InteractiveFigure(draw, {"name": widgets.Text(value=folds[-1][0], description="object"),
-                                  "k": widgets.IntSlider(value=5, min=2, max=8, description="top k")})
+                                  "k": widgets.IntSlider(value=5, min=2, max=8, description="images")})
 widget.show()
 
 # %% tags=["remove-output"]
@@ -466,14 +469,14 @@ findings = {"data": fdata.data_sentence(facts), "forget": v_forget.brief(), "for
             "power": fp.power_sentence(power), "converged": fp.converged_sentence(schedules)}
 glue_findings("ch3", findings)
 display(found_box("What we found", list(findings.values())))
+# ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "seeds": seeds, "folds": folds, "n_train": int(len(data.fit_idx)), "n_val": int(len(data.val_idx)),
     "n_eval": len(eval_records), "verdicts": chapter_v,
     "controls": [fals], "selection": {arm: sel.to_dict() for arm, sel in schedules.items()}, "choices": choices,
     "power_check": power, "margin": margin, "precision": precision, "tau_acceptance": taus.to_dict(orient="index"),
     "tau_fixed_undecidable": ff.FIXED_TAU not in set(rows["arm"]), "metrics": table.to_dict(orient="index"),
-    "data": facts, "found": list(findings.values()), "train_s": t_train, "wall_s": time.perf_counter() - t_start,
-}, chapter="ch3")
+    "data": facts, "found": list(findings.values()), "train_s": t_train, "wall_s": time.perf_counter() - t_start}, chapter="ch3");
 
 # %% [markdown]
 # ## What we found

@@ -81,6 +81,9 @@ asl_clip: float = 0.05  # P-ASL probability margin m for negatives [0 to 1]
 threads: int = 1  # torch CPU threads (one is fastest for these small ops on a shared CPU; 0: default) [at least 0]
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
+# %% tags=["remove-cell"]
+from fgclip.runner import check_injected; check_injected("ch4", globals())  # the runner's checks, on what papermill injected
+
 # %%
 from pathlib import Path
 
@@ -568,6 +571,7 @@ display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretra
 # ```
 
 # %%
+# ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "seeds": seeds, "model": model, "categories": class_names, "n_train": len(labels[train_split]), "n_fit": len(fit_idx),
     "n_val": len(val_idx), "n_test": len(y_test), "mAP": sweep.runs.to_dict(orient="records"), "precision": precision,
@@ -575,5 +579,4 @@ write_results(results_path, {
     "pointing_margin": pointing_margin, "selection_table": sweep.selection.to_dict(orient="records"), "power_check": power,
     "a_a_control": v_aa, "gradients": grads.to_dict(orient="index"), "diagnostic": diag, "controls": controls,
     "same_verdict_across_proportions": findings["same-across-proportions"].startswith("the same"),
-    "verdicts": chapter_v, "found": list(findings.values()),
-}, chapter="ch4")
+    "verdicts": chapter_v, "found": list(findings.values())}, chapter="ch4");

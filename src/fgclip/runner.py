@@ -111,9 +111,16 @@ def _check_range(name: str, value: Any, rules: list[str]) -> None:
                                      f"{' (each value)' if m['each'] else ''}, got {value!r}")
 
 
+# parameters whose null means something (pretrained: null is 'none', random weights); any
+# other parameter with a non-null default needs a value of its default's type
+NULLABLE = ("pretrained",)
+
+
 def _check_type(name: str, value: Any, default: Any) -> Any:
-    if default is None or value is None:
+    if default is None or value is None and name in NULLABLE:
         return value
+    if value is None:
+        raise ParameterError(f"parameter {name!r}: a value is required (default {default!r}), got null")
     if isinstance(default, bool) or isinstance(value, bool):
         ok = isinstance(value, bool) and isinstance(default, bool)
     elif isinstance(default, float):
@@ -136,8 +143,40 @@ def validate(chapter: str, params: dict[str, Any], on_this_machine: bool = True)
     return _check_params(chapter, params, chapter_defaults(chapter_notebook(chapter)), on_this_machine)
 
 
+def check_injected(chapter: str, namespace: dict[str, Any]) -> None:
+    """The runner's checks, run inside the chapter on the values papermill injected.
+
+    The cell after ``parameters`` calls ``check_injected("chN", globals())``, so plain
+    papermill, Colab and nbval get what ``python -m fgclip run`` gets. Papermill's ``-p``
+    passes ``false``, ``1e-3`` or ``[8]`` as strings where it does not recognise them; a
+    string given to a parameter whose default is not a string is read as YAML 1.2, as the
+    runner reads ``-p``. Then every parameter is checked as :func:`validate` checks it and
+    the checked values (floats from ints, ``device: auto`` resolved) are written back into
+    ``namespace``; a bad value stops the chapter here with the runner's message.
+    """
+    namespace.update(injected_values(chapter, namespace))
+
+
+def injected_values(chapter: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter of ``chapter`` found in ``namespace``, coerced and checked (see
+    :func:`check_injected`); raises ParameterError naming the first bad one."""
+    defaults = chapter_defaults(chapter_notebook(chapter))
+    values = {}
+    for name, default in defaults.items():
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        if isinstance(value, str) and default is not None and not isinstance(default, str):
+            value = parse_value(value)  # papermill -p tune_epsilon false: the string 'false'
+        values[name] = value
+    # the chapter runs in its own folder: a relative default path is relative to it
+    return _check_params(chapter, values, defaults, base=Path.cwd())
+
+
 def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any],
-                  on_this_machine: bool = True) -> dict[str, Any]:
+                  on_this_machine: bool = True, base: Path = NOTEBOOKS) -> dict[str, Any]:
+    """``base``: the folder a default relative path is read from (the chapter's own folder,
+    where the runner runs it); any other relative path is read from the current folder."""
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ParameterError(f"{chapter}: unknown parameter(s) {', '.join(map(repr, unknown))}; "
@@ -147,9 +186,6 @@ def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
     for key, value in checked.items():
         if key in ranges and value is not None:
             _check_range(key, value, ranges[key])
-    for key in ("data_root", "device", "model"):
-        if key in checked and checked[key] is None:
-            raise ParameterError(f"parameter {key!r}: a value is required, got null")
     # the chapter's own default data_root is relative to notebooks/ and the notebook
     # exports the toy world there on first use; any other data_root must already exist
     if on_this_machine and "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
@@ -165,8 +201,57 @@ def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
     if "device" in checked and on_this_machine:
         checked["device"] = _check_device(checked["device"])
     if "model" in checked or "pretrained" in checked:
-        _check_model(checked.get("model", defaults.get("model")), checked.get("pretrained", defaults.get("pretrained")))
+        _check_model(checked.get("model", defaults.get("model")), checked.get("pretrained", defaults.get("pretrained")),
+                     on_this_machine)
+    for key in ("vocabulary_file", "glove_path"):  # optional text files: empty, or a file that is there
+        if on_this_machine and checked.get(key) and not Path(checked[key]).expanduser().is_file():
+            raise ParameterError(f"parameter {key!r}: file {checked[key]!r} not found")
+    if chapter in CHAPTER_RULES:
+        def where(key: str) -> Path:  # a path parameter as the chapter will read it
+            value = merged[key]
+            return Path(os.path.normpath(base / value)) if value == defaults.get(key) else Path(value).expanduser()
+
+        merged = {**defaults, **checked}
+        CHAPTER_RULES[chapter](merged, where, on_this_machine)
     return checked
+
+
+def _ch1_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
+    sizes = p["batch_sizes"]
+    if sizes and len(set(sizes)) != len(sizes):
+        raise ParameterError(f"parameter 'batch_sizes': each batch size once, got {sizes!r}")
+    if len(sizes) == 1:
+        raise ParameterError(f"parameter 'batch_sizes': the comparison needs at least two batch sizes "
+                             f"(or [] to skip it), got {sizes!r}")
+
+
+def _ch2_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
+    if p["n_scenes"] != 0 or not on_this_machine:
+        return
+    root = where("data_root")  # n_scenes 0: real FOIL, data_root/foil_<split>.json as it is
+    missing = [f"foil_{s}.json" for s in (p["val_split"], p["test_split"]) if not (root / f"foil_{s}.json").is_file()]
+    if missing:
+        raise ParameterError(f"parameter 'n_scenes': 0 reads real FOIL files, but {str(root)!r} has no "
+                             f"{' or '.join(missing)}; use n_scenes > 0 for the toy world (scenes per split "
+                             "and draw), or a data_root that holds foil_<val_split>.json and foil_<test_split>.json")
+
+
+def _ch3_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
+    if not on_this_machine or p["vocabulary_file"]:
+        return  # a given vocabulary_file was checked above
+    root = where("data_root")  # read as it is when it holds both splits (fdata.coco_root)
+    splits = (p["train_split"], p["eval_split"])
+    real = all((root / "annotations" / f"instances_{s}.json").is_file() for s in splits) \
+        and not (root / "toyworld.json").is_file()
+    if real:
+        raise ParameterError(f"parameter 'vocabulary_file': data_root {str(root)!r} is real data (COCO "
+                             "annotations, no toyworld.json), which needs a text file with one "
+                             "open-vocabulary name per line; got none")
+
+
+# rules that tie one chapter's parameters together: (parameters with defaults filled in,
+# where(key) -> the path the chapter reads, on_this_machine) -> None or ParameterError
+CHAPTER_RULES = {"ch1": _ch1_rules, "ch2": _ch2_rules, "ch3": _ch3_rules}
 
 
 def _check_device(device: str) -> str:
@@ -187,8 +272,11 @@ def _check_device(device: str) -> str:
     return device
 
 
-def _check_model(model: str | None, pretrained: str | None) -> None:
-    """A known architecture, and a pretrained value it can take, before any work."""
+def _check_model(model: str | None, pretrained: str | None, on_this_machine: bool = True) -> None:
+    """A known architecture, and a pretrained value it can take, before any work.
+
+    A weights file is checked only ``on_this_machine``; for a set meant for another
+    machine any value that looks like a path is taken as one."""
     if model is None:
         return
     from .models.factory import NO_WEIGHTS, TOY_MODELS, check_model_name
@@ -202,8 +290,11 @@ def _check_model(model: str | None, pretrained: str | None) -> None:
     if pretrained == "toy":
         raise ParameterError(f"parameter 'pretrained': 'toy' weights exist only for {', '.join(TOY_MODELS)}, "
                              f"not {model!r}; use 'none', an open_clip tag or a weights file")
-    if model in TOY_MODELS or Path(str(pretrained)).expanduser().is_file():
+    if Path(str(pretrained)).expanduser().is_file() or not on_this_machine and _looks_like_path(pretrained):
         return
+    if model in TOY_MODELS:
+        raise ParameterError(f"parameter 'pretrained': {pretrained!r} is neither 'toy' (the committed "
+                             f"checkpoint of {model!r}), 'none' (random weights) nor a weights file")
     import open_clip
 
     tags = open_clip.list_pretrained_tags_by_model(model)
@@ -212,14 +303,38 @@ def _check_model(model: str | None, pretrained: str | None) -> None:
                              f"tag of {model!r} (tags: {', '.join(tags) or 'none'}; or 'none' for random weights)")
 
 
+def _looks_like_path(value: Any) -> bool:
+    return isinstance(value, str) and ("/" in value or value.endswith((".pt", ".pth", ".bin", ".safetensors")))
+
+
 class _Yaml12Loader(yaml.SafeLoader):
-    """PyYAML reads YAML 1.1, where ``1e-3`` (no dot) is a string; YAML 1.2 reads a float."""
+    """YAML 1.2's core schema on top of PyYAML, which reads YAML 1.1.
+
+    Under 1.1 ``yes``/``no``/``on``/``off`` are booleans, ``1e-3`` (no dot) is a string,
+    ``010`` is octal and ``1_000`` an int; under 1.2 the first and last are strings, ``1e-3``
+    is a float and ``010`` is ten. Only ``true``/``false`` (any of three casings) are booleans.
+    """
 
 
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
-    list("-+0123456789."))
+_Yaml12Loader.yaml_implicit_resolvers = {}  # start empty: none of PyYAML's 1.1 resolvers
+for _tag, _pattern, _first in (
+        ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+        ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+        ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                  r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+0123456789."),
+):
+    _Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+
+def _yaml12_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)  # a leading zero is decimal in 1.2 (PyYAML would read 010 as octal)
+
+
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _yaml12_int)
 
 
 def parse_value(text: str) -> Any:

@@ -194,7 +194,13 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
     d = float(np.nanmean(diff))
     seed_means = np.nanmean(diff, axis=1)  # (S,) m_s
     rng = np.random.default_rng(seed)
-    v_unit = cluster_bootstrap_var(np.nanmean(diff, axis=0), cluster, n_clusters, n_resamples, rng)
+    # a unit no seed scored (chapter 3: a category never in the role, or without a relevant image)
+    # stays NaN, which the bootstrap skips; its mean is not taken, so numpy has no empty slice to
+    # warn about, and every other unit's mean is nanmean's own
+    unit_means = np.full(diff.shape[1], np.nan)
+    scored = observed.any(axis=0)
+    unit_means[scored] = np.nanmean(diff[:, scored], axis=0)
+    v_unit = cluster_bootstrap_var(unit_means, cluster, n_clusters, n_resamples, rng)
     v_seed = float(seed_means.var(ddof=1)) / n_seeds if n_seeds > 1 else 0.0
     se2 = v_seed + v_unit
     if se2 == 0.0:

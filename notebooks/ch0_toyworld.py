@@ -65,6 +65,9 @@ tolerance: float = 0.02  # stage: largest allowed gap between a checkpoint's rec
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
+# %% tags=["remove-cell"]
+from fgclip.runner import check_injected; check_injected("ch0", globals())  # the runner's checks, on what papermill injected
+
 # %%
 from dataclasses import replace
 

@@ -60,7 +60,7 @@ epochs: int = 0  # > 0: pretrain a fresh toy CLIP here for that many epochs inst
 stage: bool = True  # measure the stage (both toy CLIPs, the oracle and the probes); toy world only
 n_fit: int = 2000  # stage: training scenes of the oracle and the linear probes [> 0]
 n_val: int = 500  # stage: validation scenes, where their learning rate and epochs are chosen [> 0]
-stage_epochs: int = 12  # stage: the step budget, in epochs, of every trained reader [at least 1]
+stage_epochs: int = 16  # stage: the oracle's step budget, in epochs [at least 1]
 tolerance: float = 0.02  # stage: largest allowed gap between a checkpoint's recorded and recomputed metrics [> 0]
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
@@ -210,18 +210,36 @@ else:
 #
 # For each later chapter's task, three readers of the same held-out scenes
 # ({mod}`fgclip.studies.stage`): an **oracle**, a small CNN trained from pixels on the
-# world's ground truth (which cells of an 8 x 8 grid hold which category and colour); a
-# **linear probe** on the frozen toy CLIP (a linear map of the global embedding, or of each
-# dense feature for pointing); and **zero-shot**, the toy CLIP's own similarities to
-# "a {name}" or to the phrase. The oracle says whether the world is unambiguous; the distance
-# from zero-shot to the oracle is the headroom a chapter's trained method can use. Every
-# trained reader chooses its learning rate and epochs on `n_val` validation scenes
-# ({func}`fgclip.train.selection.select_lr_epochs`, one seed: these readers enter no verdict).
+# world's ground truth (which category and which colour, or none, each cell of an 8 x 8 grid
+# holds); a **linear probe** on the frozen toy CLIP, logistic regression on the global
+# embedding (or on each dense feature, for pointing) trained to convergence; and
+# **zero-shot**, the toy CLIP's own similarities to "a {name}" or to the phrase. The oracle
+# is a lower bound on what the world allows, not the world's own ceiling: a small network
+# trained on `n_fit` scenes for a fixed budget can stop short (the closing box says whether it
+# converged). Where it comes near 1, the world is unambiguous on that task, and oracle minus
+# zero-shot is *at least* the headroom a chapter's trained method can use; where it falls
+# below zero-shot, the oracle, not the world, is the limit. Phrase pointing adds the named
+# colour's map to the category's, and most phrases name a colour that singles out their
+# object, so the table also scores pointing by the category name alone. The oracle and the
+# probes fit on training-split scenes (the toy CLIPs pretrained on that split too); every
+# score is on the held-out test scenes. The probe minimises the L2-regularised cross-entropy
+#
+# $$
+# \mathcal{L}(W, b) = -\frac{1}{N}\sum_{n}\sum_{o}\Big[y_{no}\log\sigma(w_o^\top x_n + b_o)
+#   + (1 - y_{no})\log\big(1 - \sigma(w_o^\top x_n + b_o)\big)\Big] + \frac{\lambda}{2}\lVert W\rVert^2
+# $$ (eq-probe)
+#
+# on standardised features by full-batch L-BFGS ({func}`fgclip.train.probe.fit_probe`), a
+# convex problem, so "converged" means L-BFGS stopped on its own. Every trained reader makes
+# its choices on `n_val` validation scenes: the oracle its learning rate and epochs
+# ({func}`fgclip.train.selection.select_lr_epochs`, one seed: these readers enter no verdict),
+# each probe its $\lambda$. The oracle's grid is centred on the best learning rate of a pilot
+# run on the same fit and validation scenes (1e-3 to 4e-3, where 4e-3 was best).
 
 # %%
 if is_toy:
     scenes = st.stage_scenes(world, n_fit, n_val, STAGE_EVAL["n"], STAGE_EVAL["seed"])
-    grid = SelectionGrid(lrs=(3e-3, 1e-2, 3e-2), seeds=(seed,), epochs=stage_epochs)
+    grid = SelectionGrid(lrs=(2e-3, 4e-3, 8e-3), seeds=(seed,), epochs=stage_epochs)  # the oracle's
     ceiling_rows, stage_selection = st.ceiling(stage_clips, scenes, world.categories, grid)
     ceiling = pd.DataFrame(ceiling_rows)
     display(ceiling.set_index(["reader", "model"]).style.format("{:.3f}"))
@@ -230,7 +248,8 @@ if is_toy:
     display(headroom.set_index(["chapter", "task", "model"]).style.format("{:.3f}"))
     targets = pd.DataFrame(st.target_rows(stage_metrics, ceiling_rows))
     display(targets)
-    fig = plot_selection_curves(stage_selection, "validation loss of every trained reader (chosen: star)")
+    fig = plot_selection_curves(stage_selection[:1], "the oracle's validation loss (chosen: star)")
+    display(pd.DataFrame([f.to_dict() for f in stage_selection[1:]]).set_index("arm"))
 
 # %% [markdown]
 # How the toy CLIPs got there: each checkpoint stores the exact command of the run that made
@@ -242,9 +261,13 @@ if is_toy:
 # contrastive loss plus a pull towards `toy-rn`'s image embedding of the same scene
 # ({mod}`fgclip.train.teacher`). On the 2-core CPU a ViT trained from scratch stays far
 # below the targets (the GPU sweep in `benchmarks/results/pretrain_sweep_vit.json`: shape
-# accuracy about 0.75 after 800k samples), while the ResNet reaches them. Chapters 1 and 2
-# read `toy-vit`'s patch tokens and attention, which is what they need a ViT for; what the
-# two toy CLIPs share (one text tower) is a property of this stage, not of real CLIPs.
+# accuracy about 0.75 after 800k samples), while the ResNet meets most of them (the target
+# table above says which). The distillation did not close the gap within the CPU budget it
+# had: the committed `toy-vit` is far below its targets in that table, and below the GPU
+# sweep's from-scratch ViT, so a longer run is open work. Chapters 1 and 2 read `toy-vit`'s
+# patch tokens and attention, which is what they need a ViT for, and so they run on a ViT far
+# outside the papers' regime (their critiques say so); what the two toy CLIPs share (one text
+# tower) is a property of this stage, not of real CLIPs.
 
 # %%
 for label, clip in (stage_clips.items() if is_toy else [(trained_label, trained)]):
@@ -270,4 +293,4 @@ write_results(results_path, {"seed": seed, "n_images": len(records), "verdicts":
                              **({"stage": stage_metrics, "recorded_drift": drift, "ceiling": ceiling_rows,
                                  "headroom": headroom.to_dict(orient="records"), "targets": targets.to_dict(orient="records"),
                                  "selection": [x.to_dict() for x in stage_selection]} if is_toy else {})},
-              chapter="ch0")
+              chapter="ch0");  # the returned path (this machine's folders) stays off the page

@@ -4,6 +4,7 @@ routine every trained reader goes through, and chapter 0's ceiling readers."""
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from fgclip.losses.ranking import npair_loss, same_text_mask
 from fgclip.models import create_clip
@@ -131,6 +132,33 @@ def test_cell_targets_mark_the_cells_whose_centres_lie_in_a_box():
     assert y[0, :len(cats)].sum() == expected.sum()  # no other category anywhere
 
 
+def test_oracle_softmax_reads_each_cells_category_and_colour_or_none():
+    world = ToyWorldConfig()
+    cats, n_c, n_k = world.categories, len(world.categories), len(world.colors)
+    scenes = generate(world, 40, seed=5)
+    y = stage.cell_targets(scenes, cats, 8)  # (N, C + K, 8, 8) multi-hot
+    classes = stage.cell_classes(scenes, cats, 8)  # (N, 2, 8, 8)
+    empty = y[:, :n_c].sum(1) == 0
+    assert torch.equal(empty, classes[:, 0] == n_c) and torch.equal(y[:, n_c:].sum(1) == 0, classes[:, 1] == n_k)
+    single = y[:, :n_c].sum(1) == 1
+    assert bool((y[:, :n_c].argmax(1)[single] == classes[:, 0][single]).all())
+    # where boxes overlap, the cell belongs to the object painted last (it occludes the others)
+    overlaps = [n for n, sc in enumerate(scenes) if (stage.cell_targets([sc], cats, 8)[0, :n_c].sum(0) > 1).any()]
+    assert overlaps, "the seed must draw an overlap for this test to mean anything"
+    for n in overlaps:
+        last = scenes[n].objects[-1]
+        one = stage.cell_targets([scenes[n]], cats, 8)[0, cats.index(last.category)] > 0
+        assert bool((classes[n, 0][one] == cats.index(last.category)).all())
+    # a confident oracle that reads the truth: small loss, and its log-probabilities rank the truth first
+    logits = torch.cat([nn.functional.one_hot(classes[:, 0], n_c + 1), nn.functional.one_hot(classes[:, 1], n_k + 1)],
+                       -1).permute(0, 3, 1, 2).float() * 20
+    assert float(stage.oracle_loss(logits, classes, n_c)) < 1e-6
+    assert float(stage.oracle_loss(torch.zeros_like(logits), classes, n_c)) > 1.0
+    scores = stage.oracle_log_probs(logits, n_c)  # (N, C + K, 8, 8)
+    assert scores.shape == y.shape
+    assert bool((stage.global_scores(scores, n_c).argmax(1) == stage.global_scores(logits[:, :n_c], n_c).argmax(1)).all())
+
+
 def test_task_scores_of_a_perfect_reader_are_one_and_of_a_constant_reader_are_low():
     world = ToyWorldConfig()
     scenes = stage.stage_scenes(world, 4, 4, 60, 0)
@@ -165,13 +193,15 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
     assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("linear probe", "toy-vit"),
                                                          ("zero-shot", "toy-vit")]
-    assert len(selections) == 3 and all(s.budget == 2 for s in selections)
+    assert len(selections) == 3 and selections[0].budget == 2  # the oracle's lr and epochs, then two probes' lambdas
+    assert [s.arm for s in selections[1:]] == ["linear probe, global (toy-vit)", "linear probe, dense (toy-vit)"]
+    assert set(selections[1].val_loss) == set(stage.GLOBAL_L2S) and set(selections[2].val_loss) == set(stage.DENSE_L2S)
     zs = rows[2]  # recomputed independently through the evaluation module's own zero-shot path
     direct = category_zero_shot(clip, scenes.test, world.categories)
     assert zs[stage.TASKS[1]] == pytest.approx(direct["zero_shot_multilabel_mAP"], abs=1e-4)
     assert zs[stage.TASKS[2]] == pytest.approx(direct["zero_shot_retrieval_AP@50"], abs=1e-4)
     assert zs[stage.TASKS[0]] == pytest.approx(shape_classification(clip, scenes.single, world.categories), abs=1e-6)
-    assert all(0.0 <= r[t] <= 1.0 for r in rows for t in stage.TASKS)
+    assert all(0.0 <= r[t] <= 1.0 for r in rows for t in (*stage.TASKS, stage.POINTING_BY_NAME))
 
 
 def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
@@ -181,8 +211,10 @@ def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
 
     rows = pd.DataFrame([{"task": "t1", "model": "m", "oracle": 0.9, "zero-shot": 0.5},
                          {"task": "t2", "model": "m", "oracle": 0.1, "zero-shot": 0.5}])
-    sels = [SimpleNamespace(arm="oracle", converged=True), SimpleNamespace(arm="probe", converged=False)]
+    sels = [SimpleNamespace(arm="oracle", converged=True), SimpleNamespace(arm="probe", converged=False),
+            SimpleNamespace(arm="edgy probe", converged=True, at_edge=True)]
     text = stage.reader_caveats(sels, rows)
     assert "probe" in text and "oracle below zero-shot" in text and "t2 (m)" in text and "t1" not in text
+    assert "edge of its grid: edgy probe" in text
     fine = stage.reader_caveats(sels[:1], rows.iloc[:1])
     assert fine.startswith("Every reader converged")

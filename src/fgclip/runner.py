@@ -2,11 +2,10 @@
 
 ``python -m fgclip run ch0 -p epochs 1 -f notebooks/params/ch0/cpu-small.yaml`` writes
 ``runs/ch0/<timestamp>/`` with the executed notebook, ``params.yaml`` and the chapter's
-``results.json``. Papermill alone only warns about an unknown parameter; here an unknown
-name, a value of the wrong type, a missing ``data_root`` or missing weights stop the run
-before any work, with a message naming the parameter. The same rules run inside each
-chapter, in the cell after ``parameters`` (:func:`check_injected`), so a plain papermill run
-gets them too (all but the unknown names, which the kernel cannot tell from its own).
+``results.json``. Papermill alone only warns about an unknown parameter; here an unknown name,
+a wrong type, a missing ``data_root`` or missing weights stop the run before any work, naming
+the parameter. The same rules run in each chapter's cell after ``parameters``
+(:func:`check_injected`), so plain papermill gets them too (bar unknown names).
 """
 from __future__ import annotations
 

@@ -3,15 +3,17 @@
 For the four tasks the later chapters run on the toy world, three readers of the same
 held-out scenes are compared:
 
-* an **oracle**, a small CNN trained on the world's ground truth (which cells of an 8 x 8
-  grid hold which category and colour), from pixels at the world's own size: if it cannot
-  get near 1, the world itself is ambiguous there;
-* a **linear probe** on the frozen toy CLIP: a linear map of the global embedding (shape,
-  multi-label, retrieval) or of every dense feature (pointing), trained on the same targets;
+* an **oracle**, a small CNN trained on the world's ground truth (which category and which
+  colour, or none, each cell of an 8 x 8 grid holds: one softmax per cell), from pixels at
+  the world's own size: if it cannot get near 1, the world itself is ambiguous there;
+* a **linear probe** on the frozen toy CLIP: logistic regression (eq-probe, trained to
+  convergence by L-BFGS) on the global embedding (shape, multi-label, retrieval) or on every
+  dense feature (pointing), with the same targets;
 * **zero-shot**: the toy CLIP's own similarities to ``"a {name}"`` or to the phrase.
 
-Every trained reader goes through :func:`fgclip.train.selection.select_lr_epochs` (lr and
-epochs on the validation split) and is scored once on the test split.
+The oracle chooses lr and epochs by :func:`fgclip.train.selection.select_lr_epochs`, each
+probe its L2 weight by :func:`fgclip.train.probe.fit_probe`, both on the validation split;
+every reader is scored once on the test split.
 
 The tasks (scores s_{n,c} for image n and category c, from any reader):
 shape accuracy on one-object scenes (argmax_c s_{n,c}); multi-label mAP (chapter 4);
@@ -32,10 +34,14 @@ from ..metrics.object_retrieval import average_precision_at_k
 from ..metrics.pointing import argmax_point, phrase_pointing
 from ..toyworld import COLORS, Scene, ToyWorldConfig, generate
 from ..train.loop import HeadTraining, seeded_batches, train_loop
+from ..train.probe import fit_probe
 from ..train.selection import Selection, SelectionGrid, select_lr_epochs
 
 TASKS = ("shape accuracy, one object (ch0)", "multi-label mAP (ch4)", "retrieval AP@50 by name (ch3)",
          "phrase pointing (ch1)")
+# pointing with the category alone (no colour word): most phrases name a colour that singles out
+# their object, so this column shows how much of "phrase pointing" is shape, not colour
+POINTING_BY_NAME = "pointing by category name only"
 
 
 @dataclass
@@ -70,7 +76,7 @@ def cell_targets(scenes: list[Scene], categories: tuple[str, ...], grid: int) ->
 
 
 class OracleNet(nn.Module):
-    """Pixels (N, 3, S, S) -> logits (N, C + K, S/8, S/8): five 3 x 3 conv layers (three of
+    """Pixels (N, 3, S, S) -> logits (N, n_out, S/8, S/8): six 3 x 3 conv layers (three of
     stride 2, receptive field 55 px, above the largest object) and a 1 x 1 classifier."""
 
     def __init__(self, n_out: int, width: int = 32) -> None:
@@ -85,21 +91,50 @@ class OracleNet(nn.Module):
         return self.head(self.body(x))
 
 
+def cell_classes(scenes: list[Scene], categories: tuple[str, ...], grid: int) -> torch.Tensor:
+    """(N, 2, g, g) long: each cell's category in 0..C (C: no object) and colour in 0..K (K: none),
+    from the object painted last over the cell's centre (later objects occlude earlier ones)."""
+    colors = tuple(COLORS)
+    size = scenes[0].image.shape[0]
+    centres = (torch.arange(grid) + 0.5) * size / grid  # (g,) cell centres in pixels
+    out = torch.empty(len(scenes), 2, grid, grid, dtype=torch.long)
+    out[:, 0], out[:, 1] = len(categories), len(colors)
+    for n, scene in enumerate(scenes):
+        for o in scene.objects:  # in painting order: a later object overwrites
+            x0, y0, x1, y1 = o.box
+            inside = ((centres[:, None] >= y0) & (centres[:, None] < y1) & (centres[None] >= x0) & (centres[None] < x1))
+            out[n, 0][inside] = categories.index(o.category)
+            out[n, 1][inside] = colors.index(o.color)
+    return out
+
+
+def oracle_loss(logits: torch.Tensor, classes: torch.Tensor, n_categories: int) -> torch.Tensor:
+    """Per-cell softmax cross-entropy over C + 1 categories plus over K + 1 colours; logits
+    (N, C + 1 + K + 1, g, g), classes (N, 2, g, g) from :func:`cell_classes`. One softmax per
+    cell, not C + K sigmoids: with under 1% of (cell, category) pairs positive, the sigmoids
+    learned the shapes several times slower."""
+    return (nn.functional.cross_entropy(logits[:, :n_categories + 1], classes[:, 0])
+            + nn.functional.cross_entropy(logits[:, n_categories + 1:], classes[:, 1]))
+
+
+def oracle_log_probs(logits: torch.Tensor, n_categories: int) -> torch.Tensor:
+    """(N, C + 1 + K + 1, g, g) -> (N, C + K, g, g): each cell's log-probability of every
+    category and colour (the 'none' classes dropped), the scores the tasks read."""
+    cat = logits[:, :n_categories + 1].log_softmax(1)[:, :n_categories]
+    col = logits[:, n_categories + 1:].log_softmax(1)[:, :-1]
+    return torch.cat([cat, col], 1)
+
+
 def pixels(scenes: list[Scene]) -> torch.Tensor:
     """uint8 scenes -> (N, 3, S, S) float in [0, 1]."""
     return torch.from_numpy(np.stack([s.image for s in scenes])).permute(0, 3, 1, 2).float() / 255.0
 
 
-def fit_dense(make: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor,
-              arm: str, grid: SelectionGrid, batch_size: int = 128) -> tuple[nn.Module, Selection]:
-    """Train ``make()`` (inputs -> (N, C + K, g, g) logits, or (N, C) for a global reader whose
-    targets are reduced by max) with BCE; lr and epochs by validation loss (eq-selection). The
-    reader returned is the first seed's run at the chosen (lr, epoch), kept, not retrained."""
-    def loss_of(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        out = model(x)
-        target = y if out.ndim == y.ndim else y.amax(dim=(-2, -1))[:, :out.shape[1]]
-        return nn.functional.binary_cross_entropy_with_logits(out, target)
-
+def fit_dense(make: callable, loss_of: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor,
+              y_val: torch.Tensor, arm: str, grid: SelectionGrid, batch_size: int = 32) -> tuple[nn.Module, Selection]:
+    """Train ``make()`` with ``loss_of(model(x), y)``; lr and epochs by validation loss
+    (eq-selection). The reader returned is the first seed's run at the chosen (lr, epoch),
+    kept, not retrained."""
     snapshots: dict[tuple[float, int], dict] = {}
 
     def run(lr: float, seed: int, epochs: int) -> list[float]:
@@ -111,15 +146,15 @@ def fit_dense(make: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: t
         def after(_row: dict) -> bool:
             model.eval()
             with torch.no_grad():
-                total = sum(float(loss_of(model, x_val[i:i + 512], y_val[i:i + 512])) * len(y_val[i:i + 512])
-                            for i in range(0, len(x_val), 512))
+                total = sum(float(loss_of(model(x_val[i:i + 500]), y_val[i:i + 500])) * len(y_val[i:i + 500])
+                            for i in range(0, len(x_val), 500))
             curve.append(total / len(x_val))
             if seed == grid.seeds[0]:
                 snapshots[lr, len(curve)] = {k: v.clone() for k, v in model.state_dict().items()}
             return False
         cfg = HeadTraining(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
         train_loop(model.parameters(), lambda: seeded_batches(len(x_fit), batch_size, gen),
-                   lambda b: {"loss": loss_of(model, x_fit[b], y_fit[b])}, cfg, modules=[model],
+                   lambda b: {"loss": loss_of(model(x_fit[b]), y_fit[b])}, cfg, modules=[model],
                    desc=arm, after_epoch=after)
         return curve
 
@@ -152,26 +187,31 @@ def pointing_accuracy(maps: torch.Tensor, trials: list, image_size: int) -> floa
     return phrase_pointing(points, [t[4] for t in trials], hw, min_box_area=0.05, area_rule="hull").accuracy
 
 
-def cell_maps(logits: torch.Tensor, trials: list, categories: tuple[str, ...]) -> torch.Tensor:
-    """(N, C + K, g, g) cell logits -> (T, g, g): category logit plus the colour's, if named."""
+def cell_maps(logits: torch.Tensor, trials: list, categories: tuple[str, ...], colour: bool = True) -> torch.Tensor:
+    """(N, C + K, g, g) cell logits -> (T, g, g): category logit plus the colour's, if named
+    (and ``colour``)."""
     colors = tuple(COLORS)
-    maps = [logits[n, categories.index(c)] + (logits[n, len(categories) + colors.index(k)] if k else 0.0)
+    maps = [logits[n, categories.index(c)] + (logits[n, len(categories) + colors.index(k)] if k and colour else 0.0)
             for n, c, k, _, _ in trials]
     return torch.stack(maps)
 
 
 def task_scores(image_scores_test: torch.Tensor, image_scores_single: torch.Tensor, maps: torch.Tensor | None,
-                scenes: StageScenes, categories: tuple[str, ...], trials: list) -> dict[str, float]:
+                scenes: StageScenes, categories: tuple[str, ...], trials: list,
+                name_maps: torch.Tensor | None = None) -> dict[str, float]:
     """The four tasks of one reader, from its (N, C) scores on the test and one-object scenes
-    and its phrase maps (None: the reader has no map)."""
+    and its phrase maps (None: the reader has no map); with ``name_maps`` (T, g, g), maps from
+    the category alone, also :data:`POINTING_BY_NAME`."""
     targets = torch.tensor([[c in s.labels for c in categories] for s in scenes.test], dtype=torch.long)  # (N, C)
     has = targets.sum(0) > 0
     truth = torch.tensor([categories.index(s.objects[0].category) for s in scenes.single])
     ap50 = average_precision_at_k(image_scores_test.T[has], targets.T[has].bool(), 50, "min_k_r")
+    size = scenes.test[0].image.shape[0]
     return {TASKS[0]: float((image_scores_single.argmax(1) == truth).float().mean()),
             TASKS[1]: mean_average_precision(image_scores_test[:, has], targets[:, has]),
             TASKS[2]: float(ap50.mean()),
-            TASKS[3]: pointing_accuracy(maps, trials, scenes.test[0].image.shape[0]) if maps is not None else float("nan")}
+            TASKS[3]: pointing_accuracy(maps, trials, size) if maps is not None else float("nan"),
+            **({POINTING_BY_NAME: pointing_accuracy(name_maps, trials, size)} if name_maps is not None else {})}
 
 
 def clip_features(clip, scenes: list[Scene]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -192,43 +232,58 @@ def text_features(clip, texts: list[str]) -> torch.Tensor:
     return encode_texts(clip, texts, precision="fp32").cpu()
 
 
+# eq-probe's lambda grids: the global probe has 2,000 rows, the dense one a row per cell (16-64 x more)
+GLOBAL_L2S = (1e-4, 1e-3, 1e-2, 1e-1)
+DENSE_L2S = (1e-6, 1e-5, 1e-4, 1e-3)
+
+
 def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], grid: SelectionGrid,
-            ) -> tuple[list[dict], list[Selection]]:
-    """Rows {reader, model, task scores...} for the oracle and, per toy CLIP, its linear probe and
-    zero-shot; and every reader's selection record."""
+            global_l2s: tuple[float, ...] = GLOBAL_L2S, dense_l2s: tuple[float, ...] = DENSE_L2S,
+            ) -> tuple[list[dict], list]:
+    """Rows {reader, model, task scores...} for the oracle (lr and epochs from ``grid``) and,
+    per toy CLIP, its linear probes (eq-probe, lambda from the grids) and zero-shot; and every
+    trained reader's selection record (:class:`Selection` or :class:`ProbeFit`)."""
     trials = phrase_trials(scenes.test)
-    n_out = len(categories) + len(COLORS)
+    n_c, n_k = len(categories), len(COLORS)
     size = scenes.test[0].image.shape[0]
     rows, selections = [], []
     x = {k: pixels(getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
-    y = {k: cell_targets(getattr(scenes, k), categories, size // 8) for k in ("fit", "val")}
-    oracle, sel = fit_dense(lambda: OracleNet(n_out), x["fit"], y["fit"], x["val"], y["val"], "oracle (CNN on pixels)", grid)
+    y = {k: cell_classes(getattr(scenes, k), categories, size // 8) for k in ("fit", "val")}
+    oracle, sel = fit_dense(lambda: OracleNet(n_c + 1 + n_k + 1), lambda out, t: oracle_loss(out, t, n_c),
+                            x["fit"], y["fit"], x["val"], y["val"], "oracle (CNN on pixels)", grid)
     selections.append(sel)
     with torch.no_grad():
-        logits = {k: torch.cat([oracle(x[k][i:i + 500]) for i in range(0, len(x[k]), 500)]) for k in ("test", "single")}
+        logits = {k: oracle_log_probs(torch.cat([oracle(x[k][i:i + 500]) for i in range(0, len(x[k]), 500)]), n_c)
+                  for k in ("test", "single")}
     rows.append({"reader": "oracle", "model": "CNN on pixels",
-                 **task_scores(global_scores(logits["test"], len(categories)), global_scores(logits["single"], len(categories)),
-                               cell_maps(logits["test"], trials, categories), scenes, categories, trials)})
+                 **task_scores(global_scores(logits["test"], n_c), global_scores(logits["single"], n_c),
+                               cell_maps(logits["test"], trials, categories), scenes, categories, trials,
+                               cell_maps(logits["test"], trials, categories, colour=False))})
     for name, clip in clips.items():
         feats = {k: clip_features(clip, getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
         g = feats["fit"][1].shape[-1]
         yg = {k: cell_targets(getattr(scenes, k), categories, g) for k in ("fit", "val")}
-        d = feats["fit"][0].shape[1]
-        probe, sel_g = fit_dense(lambda: nn.Linear(d, len(categories)), feats["fit"][0], yg["fit"], feats["val"][0],
-                                 yg["val"], f"linear probe, global ({name})", grid)
-        dense, sel_d = fit_dense(lambda: nn.Conv2d(d, n_out, 1), feats["fit"][1], yg["fit"], feats["val"][1],
-                                 yg["val"], f"linear probe, dense ({name})", grid)
-        selections += [sel_g, sel_d]
+        image_y = {k: torch.tensor([[float(c in s.labels) for c in categories] for s in getattr(scenes, k)])
+                   for k in ("fit", "val")}  # (N, C): is category c in the image (from the scene, not the grid)
+        probe, fit_g = fit_probe(feats["fit"][0], image_y["fit"], feats["val"][0], image_y["val"],
+                                 f"linear probe, global ({name})", global_l2s)
+        dense, fit_d = fit_probe(feats["fit"][1], yg["fit"], feats["val"][1], yg["val"],
+                                 f"linear probe, dense ({name})", dense_l2s)
+        selections += [fit_g, fit_d]
         with torch.no_grad():
+            dense_logits = dense(feats["test"][1])  # (N, C + K, g, g)
             rows.append({"reader": "linear probe", "model": name,
                          **task_scores(probe(feats["test"][0]), probe(feats["single"][0]),
-                                       cell_maps(dense(feats["test"][1]), trials, categories), scenes, categories, trials)})
+                                       cell_maps(dense_logits, trials, categories), scenes, categories, trials,
+                                       cell_maps(dense_logits, trials, categories, colour=False))})
         names = text_features(clip, [f"a {c}" for c in categories])  # (C, D)
         phrases = text_features(clip, [t[3] for t in trials])  # (T, D)
-        zs_maps = torch.einsum("td,tdij->tij", phrases, feats["test"][1][[t[0] for t in trials]])
+        dense_of_trial = feats["test"][1][[t[0] for t in trials]]  # (T, D, g, g)
+        zs_maps = torch.einsum("td,tdij->tij", phrases, dense_of_trial)
+        zs_name_maps = torch.einsum("td,tdij->tij", names[[categories.index(t[1]) for t in trials]], dense_of_trial)
         rows.append({"reader": "zero-shot", "model": name,
                      **task_scores(feats["test"][0] @ names.T, feats["single"][0] @ names.T, zs_maps, scenes,
-                                   categories, trials)})
+                                   categories, trials, zs_name_maps)})
     return rows, selections
 
 
@@ -305,15 +360,19 @@ def headroom_sentence(headroom) -> str:
     return "What the stage can show, per chapter: " + "; ".join(parts) + "."
 
 
-def reader_caveats(selections: list[Selection], headroom) -> str:
-    """The closing box's warning: readers whose validation curve still improved at the last
-    epoch of the budget, and tasks where the oracle scores below zero-shot (there the
+def reader_caveats(selections: list, headroom) -> str:
+    """The closing box's warning: readers that did not converge (an oracle whose validation
+    loss was still falling at the last epoch of the budget, a probe whose L-BFGS hit its
+    iteration cap), and tasks where the oracle scores below zero-shot (there the
     oracle, not the world, limits the ceiling, so the headroom is not measured)."""
     open_ended = [s.arm for s in selections if not s.converged]
+    edge = [s.arm for s in selections if getattr(s, "at_edge", False)]
     below = [f"{r['task']} ({r['model']})" for _, r in headroom.iterrows() if r["oracle"] < r["zero-shot"]]
     parts = []
     if open_ended:
-        parts.append("not converged within the budget (best at the last epoch): " + ", ".join(open_ended))
+        parts.append("not converged within the budget: " + ", ".join(open_ended))
+    if edge:
+        parts.append("L2 weight chosen at the edge of its grid: " + ", ".join(edge))
     if below:
         parts.append("oracle below zero-shot, so the ceiling is not measured for: " + "; ".join(below))
     return ("Caveats on the ceiling: " + "; ".join(parts) + ".") if parts else "Every reader converged within its budget."

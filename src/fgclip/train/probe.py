@@ -1,0 +1,108 @@
+"""A linear probe trained to convergence: L2-regularised logistic regression by full-batch L-BFGS.
+
+For standardised features x_n in R^D (each dimension centred and scaled by its mean and
+standard deviation on the fitting rows) and binary targets y_{n,o} in {0, 1} (one column per
+output o, each a one-vs-rest problem sharing nothing but the features), the probe minimises
+
+    L(W, b) = -(1/N) sum_n sum_o [y log s(w_o.x_n + b_o) + (1 - y) log(1 - s(w_o.x_n + b_o))]
+              + (lambda / 2) ||W||^2                                          (eq-probe)
+
+with s the logistic sigmoid. The problem is convex, so L-BFGS reaches its minimum; the fit
+records whether the gradient fell below the tolerance (converged) or the iteration cap was
+hit. lambda is chosen on validation data (the unregularised loss), never on a test split.
+
+Why not scikit-learn's LogisticRegression: a dense probe has one row per cell (N g^2 rows,
+about 10^5) and C + K outputs; fitting them as separate one-vs-rest problems took minutes
+where one joint full-batch L-BFGS in torch takes seconds, and the objective is the same.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ProbeFit:
+    """What was chosen for one probe, and the validation loss of every lambda tried."""
+    arm: str
+    l2: float
+    score: float  # the validation loss at the chosen lambda
+    val_loss: dict[float, float] = field(repr=False)
+    iterations: dict[float, int] = field(repr=False)
+    final_grad: dict[float, float] = field(repr=False, default_factory=dict)  # largest gradient entry at the end
+    converged: bool = True  # every lambda's fit ended with its largest gradient entry below the tolerance
+    at_edge: bool = False  # the chosen lambda is the grid's smallest or largest: the grid may be too narrow
+
+    def to_dict(self) -> dict:
+        return {"arm": self.arm, "l2": self.l2, "score": self.score, "converged": self.converged,
+                "at_edge": self.at_edge,
+                "val_loss": {str(k): v for k, v in self.val_loss.items()},
+                "iterations": {str(k): v for k, v in self.iterations.items()},
+                "final_grad": {str(k): v for k, v in self.final_grad.items()}}
+
+
+def as_rows(x: torch.Tensor) -> torch.Tensor:
+    """(N, D) stays; (N, D, g, g) dense features -> (N g g, D), one row per cell."""
+    return x if x.ndim == 2 else x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
+
+
+def probe_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """eq-probe's data term: binary cross-entropy summed over outputs, averaged over rows."""
+    return nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="sum") / len(y)
+
+
+def fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int = 1000,
+                 tolerance: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor, int, float]:
+    """Minimise eq-probe for x (R, D), y (R, O) in fp32. Returns W (O, D), b (O,), the
+    iterations used and the largest gradient entry at the end. L-BFGS stops when that entry
+    is below ``tolerance`` or when no step lowers the loss any more (fp32's limit); fewer than
+    ``max_iter`` iterations with the final gradient below ``tolerance`` means converged."""
+    x, y = x.float(), y.float()
+    w = torch.zeros(y.shape[1], x.shape[1], requires_grad=True)  # (O, D)
+    b = torch.zeros(y.shape[1], requires_grad=True)  # (O,)
+    opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=max_iter, max_eval=2 * max_iter, tolerance_grad=tolerance,
+                            tolerance_change=0.0, history_size=20, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = probe_loss(x @ w.T + b, y) + 0.5 * l2 * (w * w).sum()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    closure()  # the gradient at the final point
+    grad = max(float(w.grad.abs().max()), float(b.grad.abs().max()))
+    return w.detach(), b.detach(), int(opt.state[opt._params[0]]["n_iter"]), grad
+
+
+def fit_probe(x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, arm: str,
+              l2s: tuple[float, ...] = (1e-4, 1e-3, 1e-2), max_iter: int = 1000,
+              tolerance: float = 1e-4) -> tuple[nn.Module, ProbeFit]:
+    """Fit eq-probe at every lambda in ``l2s``, keep the one with the lowest validation loss.
+
+    x: (N, D) global features with y (N, O), or (N, D, g, g) dense features with y (N, O, g, g).
+    Returns ``nn.Linear(D, O)`` for global features, a 1 x 1 ``nn.Conv2d(D, O)`` for dense ones.
+    """
+    if len(l2s) < 3 or any(v <= 0 for v in l2s):
+        raise ValueError(f"l2s needs at least 3 positive values, got {l2s}")
+    xf, yf, xv, yv = as_rows(x_fit).float(), as_rows(y_fit), as_rows(x_val).float(), as_rows(y_val)
+    mean, std = xf.mean(0), xf.std(0).clamp_min(1e-6)  # (D,) standardisation from the fitting rows
+    xf, xv = (xf - mean) / std, (xv - mean) / std
+    fits, val_loss, iterations, grads = {}, {}, {}, {}
+    for l2 in l2s:
+        w, b, iterations[l2], grads[l2] = fit_logistic(xf, yf, l2, max_iter, tolerance)
+        fits[l2] = (w, b)
+        with torch.no_grad():
+            val_loss[l2] = float(probe_loss(xv @ w.T + b, yv.float()))
+    best = min(l2s, key=lambda v: (val_loss[v], v))
+    w, b = fits[best]
+    w, b = w / std, b - (w / std) @ mean  # the standardisation folded in: the probe reads raw features
+    probe = nn.Linear(w.shape[1], w.shape[0]) if x_fit.ndim == 2 else nn.Conv2d(w.shape[1], w.shape[0], 1)
+    with torch.no_grad():
+        probe.weight.copy_(w.reshape(probe.weight.shape))
+        probe.bias.copy_(b)
+    return probe.eval(), ProbeFit(arm=arm, l2=best, score=val_loss[best], val_loss=val_loss,
+                                  iterations=iterations, final_grad=grads,
+                                  converged=all(g <= tolerance for g in grads.values()),
+                                  at_edge=best in (min(l2s), max(l2s)))

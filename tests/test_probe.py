@@ -1,0 +1,64 @@
+"""The linear probe of chapter 0 (eq-probe): the same optimum as scikit-learn's logistic
+regression, a dense layout that is the global one applied per cell, the standardisation
+folded into the returned layer, and flags that fire when the fit is cut short or the chosen
+lambda sits on the grid's edge."""
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from fgclip.train.probe import as_rows, fit_logistic, fit_probe, probe_loss
+
+
+def _problem(n=400, d=6, o=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g)
+    w = torch.randn(o, d, generator=g)
+    y = (torch.rand(n, o, generator=g) < torch.sigmoid(x @ w.T)).float()  # (n, o) noisy labels
+    return x, y
+
+
+def test_fit_logistic_reaches_scikit_learns_optimum():
+    x, y = _problem()
+    l2 = 1e-2
+    w, b, n_iter, grad = fit_logistic(x, y, l2)
+    assert n_iter < 1000 and grad < 1e-3
+    for o in range(y.shape[1]):  # sklearn: C sum_n loss + |w|^2 / 2  <=>  (1/N) sum_n loss + (1 / (2 C N)) |w|^2
+        ref = LogisticRegression(C=1.0 / (l2 * len(x)), tol=1e-10, max_iter=10_000).fit(x.numpy(), y[:, o].numpy())
+        np.testing.assert_allclose(w[o].numpy(), ref.coef_[0], atol=2e-3)
+        np.testing.assert_allclose(b[o].item(), ref.intercept_[0], atol=2e-3)
+
+
+def test_probe_reads_raw_features_with_the_standardisation_folded_in():
+    x, y = _problem()
+    x = x * torch.tensor([1.0, 10.0, 0.1, 3.0, 1.0, 0.5]) + 4.0  # scales and offsets the probe must undo
+    probe, fit = fit_probe(x[:300], y[:300], x[300:], y[300:], "p", (1e-3, 1e-2, 1e-1))
+    mean, std = x[:300].mean(0), x[:300].std(0)
+    w, b, _, _ = fit_logistic((x[:300] - mean) / std, y[:300], fit.l2)
+    with torch.no_grad():
+        np.testing.assert_allclose(probe(x[300:]).numpy(), (((x[300:] - mean) / std) @ w.T + b).numpy(), atol=1e-4)
+        assert fit.score == pytest.approx(float(probe_loss(probe(x[300:]), y[300:])), rel=1e-4)
+    assert fit.converged and set(fit.val_loss) == {1e-3, 1e-2, 1e-1}
+
+
+def test_dense_probe_is_the_global_probe_applied_to_every_cell():
+    x, y = _problem(n=6 * 16, d=5, o=2)
+    dense_x = x.reshape(6, 4, 4, 5).permute(0, 3, 1, 2)  # (N, D, g, g): row-major cells
+    dense_y = y.reshape(6, 4, 4, 2).permute(0, 3, 1, 2)
+    assert torch.equal(as_rows(dense_x), x) and torch.equal(as_rows(dense_y), y)
+    conv, fit_d = fit_probe(dense_x[:4], dense_y[:4], dense_x[4:], dense_y[4:], "dense", (1e-3, 1e-2, 1e-1))
+    lin, fit_g = fit_probe(x[:64], y[:64], x[64:], y[64:], "global", (1e-3, 1e-2, 1e-1))
+    assert isinstance(conv, torch.nn.Conv2d) and isinstance(lin, torch.nn.Linear)
+    assert fit_d.l2 == fit_g.l2 and fit_d.score == pytest.approx(fit_g.score, rel=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(as_rows(conv(dense_x[4:])).numpy(), lin(x[64:]).numpy(), atol=1e-4)
+
+
+def test_flags_fire_when_the_fit_is_cut_short_or_lambda_sits_on_the_edge():
+    x, y = _problem()
+    _, short = fit_probe(x[:300], y[:300], x[300:], y[300:], "p", (1e-3, 1e-2, 1e-1), max_iter=2)
+    assert not short.converged
+    _, heavy = fit_probe(x[:300], y[:300], x[300:], y[300:], "p", (10.0, 100.0, 1000.0))
+    assert heavy.l2 == 10.0 and heavy.at_edge  # the data want less shrinkage than the grid offers
+    with pytest.raises(ValueError, match="l2s"):
+        fit_probe(x, y, x, y, "p", (1e-3, 1e-2))

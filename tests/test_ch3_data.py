@@ -7,11 +7,11 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
-from papermill.exceptions import PapermillExecutionError
 
 matplotlib.use("Agg")
 
 from fgclip.datasets import read_coco_split  # noqa: E402
+from fgclip.runner import ParameterError  # noqa: E402
 from fgclip.studies.for_retrieval.data import (coco_root, data_facts, data_sentence, open_vocabulary)
 from fgclip.toyworld import ToyWorldConfig  # noqa: E402
 from fgclip.toyworld.cache import COMPLETE  # noqa: E402
@@ -98,8 +98,8 @@ def test_widget_draws_boxes_in_the_shown_images_pixels(monkeypatch):
 
 def test_real_coco_without_vocabulary_file_fails_early_naming_it(plans, tmp_path):
     params = {k: v for k, v in plans["ch3"].items() if k != "vocabulary_file"}
-    with pytest.raises(PapermillExecutionError) as err:
-        run_through_runner("ch3", params, tmp_path)
-    assert err.value.ename == "ValueError" and "vocabulary_file" in err.value.evalue  # not IsADirectoryError
-    assert "prepare_imagenet21k_names" in err.value.evalue
+    with pytest.raises(ParameterError, match="'vocabulary_file'.*prepare_imagenet21k_names") as err:
+        run_through_runner("ch3", params, tmp_path)  # refused by the runner's checks, before any cell runs
+    assert "real data" in str(err.value)
+    assert not any(tmp_path.rglob("*.ipynb"))  # nothing was started
 

@@ -246,8 +246,8 @@ def _ch3_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
         and not (root / "toyworld.json").is_file()
     if real:
         raise ParameterError(f"parameter 'vocabulary_file': data_root {str(root)!r} is real data (COCO "
-                             "annotations, no toyworld.json), which needs a text file with one "
-                             "open-vocabulary name per line; got none")
+                             "annotations, no toyworld.json), which needs a text file with one open-vocabulary "
+                             "name per line (data_scripts/prepare_imagenet21k_names.py writes one); got none")
 
 
 # rules that tie one chapter's parameters together: (parameters with defaults filled in,

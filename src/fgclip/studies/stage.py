@@ -59,6 +59,12 @@ def stage_scenes(world: ToyWorldConfig, n_fit: int, n_val: int, n_test: int, see
                        generate(replace(world, min_objects=1, max_objects=1), n_test, seed=seed + 1, split="test"))
 
 
+def box_cells(box: tuple[float, float, float, float], centres: torch.Tensor) -> torch.Tensor:
+    """(g, g) bool: the cells whose centres (pixels, (g,) per axis) lie inside the box (x0, y0, x1, y1)."""
+    x0, y0, x1, y1 = box
+    return (centres[:, None] >= y0) & (centres[:, None] < y1) & (centres[None] >= x0) & (centres[None] < x1)
+
+
 def cell_targets(scenes: list[Scene], categories: tuple[str, ...], grid: int) -> torch.Tensor:
     """(N, C + K, g, g) in {0, 1}: cell (i, j) is 1 for category c (colour k) when its centre
     lies inside the box of an object of that category (colour); K = the world's colours."""
@@ -68,8 +74,7 @@ def cell_targets(scenes: list[Scene], categories: tuple[str, ...], grid: int) ->
     out = torch.zeros(len(scenes), len(categories) + len(colors), grid, grid)
     for n, scene in enumerate(scenes):
         for o in scene.objects:
-            x0, y0, x1, y1 = o.box
-            inside = ((centres[:, None] >= y0) & (centres[:, None] < y1) & (centres[None] >= x0) & (centres[None] < x1))
+            inside = box_cells(o.box, centres)
             out[n, categories.index(o.category)] += inside
             out[n, len(categories) + colors.index(o.color)] += inside
     return out.clamp_(max=1.0)
@@ -101,8 +106,7 @@ def cell_classes(scenes: list[Scene], categories: tuple[str, ...], grid: int) ->
     out[:, 0], out[:, 1] = len(categories), len(colors)
     for n, scene in enumerate(scenes):
         for o in scene.objects:  # in painting order: a later object overwrites
-            x0, y0, x1, y1 = o.box
-            inside = ((centres[:, None] >= y0) & (centres[:, None] < y1) & (centres[None] >= x0) & (centres[None] < x1))
+            inside = box_cells(o.box, centres)
             out[n, 0][inside] = categories.index(o.category)
             out[n, 1][inside] = colors.index(o.color)
     return out

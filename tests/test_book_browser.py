@@ -9,7 +9,10 @@ JavaScript (`--dump-dom`), and the checks run on the DOM it returns:
 - every image a page shows exists;
 - every chapter page has at least one rendered figure and one results table;
 - every Colab link of a chapter points at that chapter's paired .ipynb in the repository;
-- every internal link resolves to a built file, and its #fragment to an id on that page.
+- every internal link resolves to a built file, and its #fragment to an id on that page;
+- the book works offline: Chromium runs with every host but 127.0.0.1 unresolvable, no page
+  asks for anything outside the book (its network log is read), and MathJax, served from the
+  build, typesets every equation of every page that has one.
 
 A screenshot of each chapter page's first screen, and a tall one that reaches its first
 figures, go to `_build/screenshots/`.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -36,10 +40,12 @@ REPO = Path(__file__).resolve().parents[1]
 HTML = REPO / "_build" / "html"
 SHOTS = REPO / "_build" / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-# The flags that keep Chromium off the (closed) network and quiet when run as root.
+# The flags that keep Chromium off the network (every host but the local server is
+# unresolvable, so a page that needs a CDN renders as it would offline) and quiet as root.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--virtual-time-budget=4000"]
+         "--hide-scrollbars", "--virtual-time-budget=4000",
+         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (apt-get install chromium)"),
@@ -81,9 +87,31 @@ def chromium(*args: str) -> str:
     return done.stdout
 
 
+def page_requests(net_log: Path, origin: str) -> list[str]:
+    """Every URL the page at ``origin`` asked for, from Chromium's network log (requests the
+    browser makes for itself, such as update checks, have no origin and are left out)."""
+    try:
+        log = json.loads(net_log.read_text())
+        start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    except (OSError, ValueError, KeyError) as e:
+        raise RuntimeError(f"chromium wrote no readable network log {net_log}: {e}") from e
+    return [e["params"]["url"] for e in log["events"]
+            if e["type"] == start and e.get("params", {}).get("initiator") == origin]
+
+
 @functools.lru_cache(maxsize=None)
+def visit(url: str) -> tuple["bs4.BeautifulSoup", list[str]]:
+    """The page's DOM after its scripts ran, and the URLs outside the book it asked for."""
+    origin = "{0.scheme}://{0.netloc}".format(urlparse(url))
+    with tempfile.TemporaryDirectory() as tmp:
+        net_log = Path(tmp) / "net.json"
+        dom = chromium(f"--log-net-log={net_log}", "--dump-dom", url)
+        asked = page_requests(net_log, origin)
+    return bs4.BeautifulSoup(dom, "html.parser"), [u for u in asked if not u.startswith(origin + "/")]
+
+
 def rendered(url: str) -> "bs4.BeautifulSoup":
-    return bs4.BeautifulSoup(chromium("--dump-dom", url), "html.parser")
+    return visit(url)[0]
 
 
 def built_file(page_url: str, ref: str, base: str) -> tuple[Path, str] | None:
@@ -164,3 +192,19 @@ def test_screenshot_of_each_chapter(server, page):
     tall.unlink(missing_ok=True)
     chromium(f"--screenshot={tall}", "--window-size=1280,9000", urljoin(server, f"{page}.html"))
     assert tall.is_file() and tall.stat().st_size > shot.stat().st_size, f"{page}: tall screenshot failed"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_works_offline_and_mathjax_typesets_its_equations(server, page):
+    url = urljoin(server, f"{page}.html")
+    soup, outside = visit(url)
+    assert not outside, f"{page} asks for files outside the book (it needs the network): {outside}"
+    maths = (soup.find("main") or soup).select(".math")
+    untypeset = [m.get_text()[:80] for m in maths if m.find("mjx-container") is None]
+    assert not untypeset, f"{page}: equations MathJax did not typeset (raw TeX shows): {untypeset[:3]}"
+    errors = [e.get_text()[:80] for e in soup.find_all("mjx-merror")]
+    assert not errors, f"{page}: MathJax could not typeset {errors[:3]}"
+    if page.startswith("notebooks/ch") or page == "book/notation":
+        # the chapters and the notation page are written in equations: an empty selection
+        # here means the math went missing from the page, not that there is none to check
+        assert maths, f"{page}: no equation on the page"

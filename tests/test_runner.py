@@ -68,3 +68,36 @@ def test_the_default_data_root_is_relative_to_the_notebook_and_need_not_exist_ye
     assert validate("ch0", {"data_root": default}) == {"data_root": default}
     with pytest.raises(ParameterError, match="'data_root'.*does not exist"):
         validate("ch0", {"data_root": "somewhere/else"})
+
+
+def test_a_run_shows_a_line_per_cell_text_bars_and_no_transport_warning(tmp_path, monkeypatch, capfd):
+    """A runner run of a three-cell fake chapter (not a real one): a line on stderr as each code
+    cell starts, the library's progress bar saved as text (not a widget) in the run's notebook,
+    and no "running over TCP without encryption" from the kernel."""
+    import nbformat
+
+    from fgclip import runner
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    nb.cells = [nbformat.v4.new_code_cell('results_path = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_markdown_cell("not executed"),
+                nbformat.v4.new_code_cell("from fgclip.progress import progress\n"
+                                          "for _ in progress(range(3), desc='fake'):\n    pass"),
+                nbformat.v4.new_code_cell("import json\nopen(results_path, 'w').write(json.dumps({'ok': 1}))")]
+    (tmp_path / "chapters").mkdir()
+    nbformat.write(nb, tmp_path / "chapters" / "ch9_fake.ipynb")
+    monkeypatch.setattr(runner, "NOTEBOOKS", tmp_path / "chapters")
+    for name in ("CI", "TESTING"):  # bars on, as outside the book (the kernel inherits this)
+        monkeypatch.delenv(name, raising=False)
+    out = runner.run_chapter("ch9", {}, tmp_path / "runs")
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("ch9: ")]
+    assert [line.split(",")[0] for line in lines[:4]] == [f"ch9: cell {k}/4" for k in range(1, 5)], err
+    assert "from fgclip.progress import progress" in lines[2] and lines[4].startswith("ch9: 4 cells in ")
+    assert "without encryption" not in err
+    cells = nbformat.read(out / "ch9_fake.ipynb", as_version=4).cells
+    [bar] = [c for c in cells if "progress(range(3)" in c.source]
+    assert bar.outputs and {(o.output_type, o.get("name")) for o in bar.outputs} == {("stream", "stderr")}
+    text = "".join(o.text for o in bar.outputs)  # no widget: stderr text only, ending at the full bar
+    assert "fake: 100%" in text and "3/3" in text

@@ -4,7 +4,9 @@ beside the book's; exit status 1 when a verdict reverses).
 
 ``-p`` values are YAML 1.2 (``1e-3`` is a float, ``true`` a bool) and may start with a
 minus sign (``-p epsilon -5e-5``). ``--check`` validates and prints every parameter the
-chapter would run with, and runs nothing.
+chapter would run with, and runs nothing. A run prints a line on stderr as each cell starts
+(``--quiet``: none). The console script ``fgclip`` is the same command. ``--help`` needs no
+project folder; the runner is imported only once the arguments parse.
 """
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ import sys
 
 import yaml
 
-from .runner import (PARAMS_DIR, ParameterError, load_param_file, parse_value, resolved_parameters,
-                     run_chapter)
+from .paths import project_home
 
 PARAM_FLAGS = ("-p", "--param")
 
@@ -27,6 +28,8 @@ def split_param_pairs(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]
     while i < len(argv):
         if argv[i] in PARAM_FLAGS:
             if len(argv) - i < 3:
+                from .runner import ParameterError
+
                 raise ParameterError(f"{argv[i]} needs a NAME and a VALUE")
             pairs.append((argv[i + 1], argv[i + 2]))
             i += 3
@@ -36,18 +39,19 @@ def split_param_pairs(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]
     return rest, pairs
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fgclip")
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fgclip" if sys.argv[0].endswith("fgclip") else "python -m fgclip")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="execute a chapter with papermill into runs/<chapter>/<timestamp>/")
     r.add_argument("chapter", help="ch0, ch1, ...")
     r.add_argument("-f", "--file", action="append", default=[],
-                   help=f"YAML parameter set, e.g. {PARAMS_DIR.name}/ch0/cpu-small.yaml (or just cpu-small)")
+                   help="YAML parameter set, e.g. notebooks/params/ch0/cpu-small.yaml (or just cpu-small)")
     r.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="one parameter, its value read as YAML 1.2")
     r.add_argument("--runs-dir", default="runs")
     r.add_argument("--check", action="store_true", help="validate and print the parameters; run nothing")
     r.add_argument("--log-output", action="store_true", help="stream the cells' output while they run")
+    r.add_argument("--quiet", action="store_true", help="no line on stderr as each cell starts")
     r.add_argument("--live-widgets", action="store_true",
                    help="take the widgets' live path (only with a frontend attached)")
     rep = sub.add_parser("replicate", help="rerun every chapter at a disjoint seed and compare its verdicts")
@@ -56,9 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--runs-dir", default="runs/replicate")
     rep.add_argument("--page", default="book/replication_last.md", help="the table the book's page includes")
     rep.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
     try:
         rest, pairs = split_param_pairs(sys.argv[1:] if argv is None else list(argv))
-        a = p.parse_args(rest)
+    except ValueError as err:  # the runner's ParameterError
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    a = _parser().parse_args(rest)  # --help and usage errors exit here
+    try:
+        project_home()  # a missing project folder is named at once, before the runner imports torch
+        from .runner import (PARAMS_DIR, ParameterError, load_param_file, parse_value, resolved_parameters,
+                             run_chapter)
+    except FileNotFoundError as err:  # no project folder (fgclip.paths.project_home)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
         if a.command == "replicate":
             return _replicate(a)
         params: dict = {}
@@ -70,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             print(yaml.safe_dump(resolved_parameters(a.chapter, params), sort_keys=True), end="")
             return 0
         out = run_chapter(a.chapter, params, a.runs_dir, live_widgets=a.live_widgets,
-                          log_output=a.log_output)
+                          log_output=a.log_output, show_cells=not a.quiet)
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

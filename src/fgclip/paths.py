@@ -2,8 +2,11 @@
 
 An editable install (``pip install -e .``, what ``make`` does) imports the package from the
 checkout, so the checkout is two folders above this file. A regular install puts the
-package in site-packages, away from ``checkpoints/`` and ``notebooks/``; then the home is
-``$FGCLIP_HOME`` when set, else the current folder or the first parent that holds both.
+package in site-packages, away from ``checkpoints/`` and ``notebooks/``, and carries its
+own copy of what the runner needs in ``fgclip/_home`` (the chapters, their parameter sets
+and the toy checkpoints; ``setup.py`` copies them in when the wheel is built). The home is
+``$FGCLIP_HOME`` when set; else the checkout, the current folder or the first parent that
+holds both folders; else that installed copy.
 """
 from __future__ import annotations
 
@@ -12,10 +15,17 @@ from pathlib import Path
 
 HOME_ENV = "FGCLIP_HOME"
 MARKERS = ("checkpoints", "notebooks")
+INSTALLED_HOME = Path(__file__).resolve().parent / "_home"  # only in a regular install
 
 
 def _is_home(path: Path) -> bool:
     return all((path / m).is_dir() for m in MARKERS)
+
+
+def is_installed_home(home: Path) -> bool:
+    """Whether ``home`` is the copy a regular install carries (a folder inside site-packages,
+    where a chapter should not write its data)."""
+    return Path(home).resolve() == INSTALLED_HOME
 
 
 def project_home() -> Path:
@@ -27,9 +37,10 @@ def project_home() -> Path:
             raise FileNotFoundError(f"${HOME_ENV}={explicit} does not hold {' and '.join(MARKERS)}/")
         return home
     checkout = Path(__file__).resolve().parents[2]
-    for candidate in (checkout, Path.cwd(), *Path.cwd().parents):
+    for candidate in (checkout, Path.cwd(), *Path.cwd().parents, INSTALLED_HOME):
         if _is_home(candidate):
             return candidate
     raise FileNotFoundError(
         f"cannot find the fgclip project folder ({' and '.join(MARKERS)}/): run from inside a "
-        f"clone of the repository or set ${HOME_ENV} to it")
+        f"clone of the repository, set ${HOME_ENV} to it, or reinstall the package (a regular "
+        f"install carries its own copy in {INSTALLED_HOME})")

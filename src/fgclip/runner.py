@@ -21,8 +21,9 @@ import nbformat
 import yaml
 
 from .fileio import atomic_write_text
-from .paths import project_home
+from .paths import is_installed_home, project_home
 from .precision import PRECISIONS
+from .progress import run_notebook
 
 STATIC_ENV = "FGCLIP_STATIC_WIDGETS"  # read by fgclip.viz.widgets (not imported: it pulls in matplotlib)
 
@@ -360,21 +361,25 @@ def resolved_parameters(chapter: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REPO_ROOT / "runs",
-                kernel: str = "python3", live_widgets: bool = False, log_output: bool = False) -> Path:
+                kernel: str = "python3", live_widgets: bool = False, log_output: bool = False,
+                show_cells: bool = True) -> Path:
     """Validate, then execute the chapter into runs/<chapter>/<timestamp>/.
 
     Widgets render as static figures unless ``live_widgets``: a papermill run has no
     frontend, and a live widget cell can leave nbclient waiting on an idle kernel.
-    ``log_output`` streams the cells' output while they run (long GPU runs).
+    ``log_output`` streams the cells' output while they run (long GPU runs); ``show_cells``
+    prints a line on stderr as each cell starts (:class:`fgclip.progress.CellProgress`).
+    The chapter runs in its own folder; from a regular install's copy, in
+    ``<runs_dir>/notebooks``, so that its relative folders (``../data/chN``) land in ``runs_dir``.
     """
-    import papermill
-
     notebook = chapter_notebook(chapter)
     defaults = chapter_defaults(notebook)
-    checked = _check_params(chapter, params, defaults)
+    work = Path(runs_dir).resolve() / "notebooks" if is_installed_home(notebook.parents[1]) else notebook.parent
+    checked = _check_params(chapter, params, defaults, base=work)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     out = Path(runs_dir) / chapter / stamp
     out.mkdir(parents=True)
+    work.mkdir(exist_ok=True)
     checked["results_path"] = str((out / "results.json").resolve())
     for key in ("data_root", "pretrained", "vocabulary_file", "glove_path", "cache_dir"):  # the caller's paths
         if checked.get(key) == defaults.get(key):
@@ -382,18 +387,8 @@ def run_chapter(chapter: str, params: dict[str, Any], runs_dir: str | Path = REP
         if isinstance(checked.get(key), str) and Path(checked[key]).expanduser().exists():
             checked[key] = str(Path(checked[key]).expanduser().resolve())
     atomic_write_text(out / "params.yaml", yaml.safe_dump(checked, sort_keys=True))
-    previous = os.environ.get(STATIC_ENV)
-    if not live_widgets:
-        os.environ[STATIC_ENV] = "1"  # the kernel inherits the environment
-    try:
-        papermill.execute_notebook(str(notebook), str(out / notebook.name), parameters=checked,
-                                   cwd=str(notebook.parent), kernel_name=kernel, progress_bar=False,
-                                   log_output=log_output)
-    finally:
-        if previous is None:
-            os.environ.pop(STATIC_ENV, None)
-        else:
-            os.environ[STATIC_ENV] = previous
+    run_notebook(notebook, out / notebook.name, checked, label=chapter, cwd=work, kernel_name=kernel,
+                 env={} if live_widgets else {STATIC_ENV: "1"}, show_cells=show_cells, log_output=log_output)
     if not (out / "results.json").is_file():
         raise RuntimeError(f"{notebook.name} ran but wrote no results.json to {out}")
     json.loads((out / "results.json").read_text())  # a chapter must write valid JSON

@@ -24,9 +24,41 @@ def test_the_sample_layouts_hold_real_photos_of_varied_shape(layouts):
 
 def check_ch0(params, results):
     assert results["n_images"] == 20  # every image of the split (n_images asks for more), no more
-    metrics = results["metrics"][f"{params['model']} ({params['pretrained']})"]  # beside "random init"
+    model = f"{params['model']} ({params['pretrained']})"
+    metrics = results["metrics"][model]
     assert 0.0 <= metrics["i2t_R@1"] <= metrics["i2t_R@10"] <= 1.0
-    assert set(results["metrics"]) == {f"{params['model']} ({params['pretrained']})", "random init"}
+    # real photos: retrieval only, no toy shape score computed on generated scenes
+    assert all(not any("shape" in k for k in row) for row in results["metrics"].values())
+    # a random-init row only where it is other weights than the model's: none with pretrained none
+    assert set(results["metrics"]) == {model} | (set() if params["pretrained"] == "none" else {"random init"})
+    assert "random init" not in results["metrics"] or results["metrics"]["random init"] != metrics
+    records = read_coco_split(params["data_root"], params["split"])[:results["n_images"]]
+    assert results["categories"] == sorted({o.category for r in records for o in r.objects})
+
+
+def check_ch0_page(params, results, page):
+    """What the executed chapter shows on real data: the annotations' categories, not the toy
+    vocabulary; a box that names the real photos' count and no toy quantity."""
+    assert "base categories" not in page and "open vocabulary" not in page
+    assert f"categories annotated in these 20 images: {len(results['categories'])} (" in page
+    box = page[page.index("What we found"):]
+    assert "shape classification reaches" not in box and "scene" not in box
+    assert f"among {results['n_images']} for" in box and "of the real photos of val2017" in box
+    assert "Skipped on real data: zero-shot shape classification and the stage" in box
+    assert ("random init gets" in box) == (params["pretrained"] != "none")
+
+
+def executed_outputs(folder: Path) -> str:
+    """The text every output of the one notebook executed under ``folder`` shows."""
+    import nbformat
+
+    (path,) = folder.rglob("*.ipynb")
+    texts = []
+    for cell in nbformat.read(path, as_version=4).cells:
+        for out in cell.get("outputs", []):
+            texts.append(out.get("text", ""))
+            texts += [out.get("data", {}).get(kind, "") for kind in ("text/markdown", "text/plain")]
+    return "\n".join(t if isinstance(t, str) else "".join(t) for t in texts)
 
 
 def check_ch1(params, results):
@@ -99,4 +131,7 @@ def test_chapter_on_real_data(chapter, clip, plans, tmp_path):
     if clip == "toy CLIP":
         defaults = chapter_defaults(chapter_notebook(chapter))
         params.update(model=defaults["model"], pretrained=defaults["pretrained"])
-    CHECKS[chapter](params, run(chapter, params, tmp_path))
+    results = run(chapter, params, tmp_path)
+    CHECKS[chapter](params, results)
+    if chapter == "ch0":
+        check_ch0_page(params, results, executed_outputs(tmp_path / chapter))

@@ -182,13 +182,20 @@ def set_explicit_attention(model: nn.Module, enabled: bool = True) -> int:
     """
     from open_clip.transformer import ResidualAttentionBlock
 
-    blocks = [m for m in model.modules() if isinstance(m, ResidualAttentionBlock)]
-    for block in blocks:
+    return _patch_instances(model, ResidualAttentionBlock, "attention", _explicit_block_attention, enabled)
+
+
+def _patch_instances(model: nn.Module, kind: type, attribute: str, function, enabled: bool) -> int:
+    """Bind ``function(module, ...)`` as ``attribute`` on every ``kind`` module of ``model``
+    (``enabled``), or delete that instance attribute so the class's own method is back;
+    returns how many modules were switched."""
+    modules = [m for m in model.modules() if isinstance(m, kind)]
+    for module in modules:
         if enabled:
-            block.attention = functools.partial(_explicit_block_attention, block)
-        elif "attention" in block.__dict__:
-            del block.attention
-    return len(blocks)
+            setattr(module, attribute, functools.partial(function, module))
+        elif attribute in module.__dict__:
+            delattr(module, attribute)
+    return len(modules)
 
 
 def first_query_attention_pool(pool: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -218,10 +225,4 @@ def set_first_query_pooling(model: nn.Module, enabled: bool = True) -> int:
     :func:`first_query_attention_pool` (or back); returns how many were switched."""
     from open_clip.modified_resnet import AttentionPool2d
 
-    pools = [m for m in model.modules() if isinstance(m, AttentionPool2d)]
-    for pool in pools:
-        if enabled:
-            pool.forward = functools.partial(first_query_attention_pool, pool)
-        elif "forward" in pool.__dict__:
-            del pool.forward
-    return len(pools)
+    return _patch_instances(model, AttentionPool2d, "forward", first_query_attention_pool, enabled)

@@ -21,6 +21,16 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 
+# Every kernel of the venv reads $(VENV)/etc/ipython/ (IPython's folder for its environment),
+# whoever starts it: plain papermill, myst-nb in `make book`, nbval, Jupyter. This file drops
+# ipykernel's "running over TCP without encryption" notice for kernels on loopback only
+# (fgclip.progress.quiet_loopback_kernels); the runner encrypts its kernels' channels instead.
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
+$(KERNEL_CONFIG): Makefile | $(STAMP)
+	mkdir -p $(@D)
+	echo 'from fgclip.progress import quiet_loopback_kernels; quiet_loopback_kernels()' > $@.tmp
+	mv $@.tmp $@
+
 ## Build and execute the whole book on the toy world: HTML in _build/html, each chapter's
 ## results (with its verdicts) in _build/results/<chapter>.json; fails on any cell error.
 book: $(STAMP) sync
@@ -51,7 +61,7 @@ replicate: $(STAMP) sync
 	CI=$${CI:-true} $(BIN)/python -m fgclip replicate --book $(RESULTS)
 
 ## Pair every notebook's py:percent file with its committed .ipynb (outputs stripped).
-sync: $(STAMP)
+sync: $(STAMP) $(KERNEL_CONFIG)
 	$(BIN)/jupytext --sync $(NOTEBOOKS) > /dev/null
 
 clean:

@@ -3,9 +3,15 @@ per cell while papermill executes a chapter for the runner.
 
 Bars are off in CI and tests (``CI=true`` or ``TESTING`` set), so the rendered book, which
 ``make book`` builds with ``CI=true``, shows none.
+
+Kernels say nothing about their transport: the runner's are encrypted (:func:`kernel_config`),
+and every other kernel of the project's venv drops ipykernel's plaintext notice on loopback
+(:func:`quiet_loopback_kernels`, which the venv's IPython configuration calls).
 """
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 import sys
 import time
@@ -76,6 +82,46 @@ def kernel_config():
     if "transport_encryption" not in KernelManager.class_trait_names():
         return Config()
     return Config({"KernelManager": {"transport_encryption": "auto"}})
+
+
+PLAINTEXT_NOTICE = "Kernel is running over TCP without encryption"
+
+
+class LoopbackPlaintextFilter(logging.Filter):
+    """Drops ipykernel's "Kernel is running over TCP without encryption" notice, that one log
+    record only, and only while the kernel listens on a loopback address (where reading its
+    traffic takes root, who can read its connection file anyway); every other record passes,
+    and so does the notice for a kernel on any other address. ``ip`` gives the kernel's address
+    (the running IPKernelApp's ``ip`` when None)."""
+
+    def __init__(self, ip: Callable[[], str] | None = None):
+        super().__init__()
+        self.ip = ip or _kernel_ip
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(PLAINTEXT_NOTICE):
+            return True
+        try:
+            return not ipaddress.ip_address(self.ip()).is_loopback
+        except ValueError:  # a host name, or no address yet: keep the notice
+            return True
+
+
+def _kernel_ip() -> str:
+    from ipykernel.kernelapp import IPKernelApp
+
+    return IPKernelApp.instance().ip if IPKernelApp.initialized() else ""
+
+
+def quiet_loopback_kernels() -> None:
+    """What the kernel configuration that ``make`` writes to ``.venv/etc/ipython/`` calls, so
+    that every kernel of the project's venv, whoever starts it (plain papermill, myst-nb's
+    nbclient in ``make book``, nbval in ``make test``, Jupyter), drops the notice on loopback.
+    The runner encrypts instead (:func:`kernel_config`); the others create their kernel
+    managers without reading any Jupyter configuration file, so they cannot be told to."""
+    logger = logging.getLogger("IPKernelApp")
+    if not any(isinstance(f, LoopbackPlaintextFilter) for f in logger.filters):
+        logger.addFilter(LoopbackPlaintextFilter())
 
 
 def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], *, label: str, cwd: Path,

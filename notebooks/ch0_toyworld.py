@@ -77,7 +77,7 @@ from IPython.display import Markdown, display
 
 from fgclip.datasets import read_coco_split
 from fgclip.evaluation import pair_retrieval, retrieval_metrics, shape_classification
-from fgclip.reporting import write_results
+from fgclip.reporting import shown, write_results
 from fgclip.models import create_clip, load_image_batch
 from fgclip.models.factory import NO_WEIGHTS
 from fgclip.seeding import seed_everything
@@ -94,7 +94,7 @@ from fgclip.viz.stage import plot_ceiling, plot_shapes
 set_style()
 seed_everything(seed)
 world = ToyWorldConfig()
-print(f"seed={seed}, model={model}, pretrained={pretrained}, device={device}")
+print(f"seed={seed}, model={model}, pretrained={shown(pretrained)}, device={device}")
 
 # %% [markdown]
 # ## Scenes, captions and boxes
@@ -147,7 +147,7 @@ meta = load_toyworld_meta(root)
 image_paths = [str(r.image_path) for r in records]
 texts = [r.captions[0] for r in records]
 print(f"read {len(records)} images and {sum(len(r.captions) for r in records)} captions "
-      f"from {root}; toy-world metadata: {'yes' if meta else 'no (real data)'}")
+      f"from {shown(root)}; toy-world metadata: {'yes' if meta else 'no (real data)'}")
 real = meta is None  # real photos: the toy world's vocabulary, shape classification and stage do not apply to them
 if real:  # the categories these images' COCO annotations hold, not the toy world's
     present = sorted({o.category for r in records for o in r.objects})
@@ -183,7 +183,7 @@ if epochs > 0:
     train(cfg)
     pretrained = f"{cfg.out_dir}/{model}.pt"
 trained = create_clip(model, pretrained=pretrained, device=device)
-trained_label = f"{model} ({pretrained})"
+trained_label = f"{model} ({shown(pretrained)})"
 clips = {trained_label: trained}
 if pretrained in NO_WEIGHTS:
     print(f"no random-init row: with pretrained={pretrained!r} {model} is itself a random init from seed {seed}")
@@ -294,7 +294,7 @@ if is_toy:
 # %%
 for label, clip in (stage_clips.items() if is_toy else [(trained_label, trained)]):
     if clip.checkpoint_info is not None:
-        print(f"{label} made by:", clip.checkpoint_info["command"])
+        print(f"{label} made by:", " ".join(map(shown, clip.checkpoint_info["command"].split())))
         fig = plot_history(clip.checkpoint_info["history"])
 
 # %% [markdown]

@@ -96,7 +96,7 @@ from fgclip import verdicts
 from fgclip.losses import ranking as rk
 from fgclip.methods import maximage as mx
 from fgclip.models import create_clip
-from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
+from fgclip.reporting import found_box, glue_findings, seed_table, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.maximage import arms as ma, bias as mb, data as mdata, evaluation as ev, figures as mfig, heads as mh
 from fgclip.toyworld import ToyWorldConfig
@@ -271,7 +271,7 @@ def load(root_: Path, n_tr: int = n_train, n_te: int = n_test, clip_=None) -> ma
 world, clip = ToyWorldConfig(), create_clip(model, pretrained=pretrained, device=device)
 root = mdata.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test})  # or its toy export
 data = load(root)
-print(f"seeds {seeds}, {model} ({pretrained}) on {device}; images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with boxes; captions cut to the context: "
+print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with boxes; captions cut to the context: "
       f"{data.test.n_truncated} (phrases dropped: {data.test.n_dropped})")
 
 # %% [markdown]

@@ -81,7 +81,7 @@ from fgclip import verdicts
 from fgclip.methods import clip4dm as c4dm
 from fgclip.metrics import misalignment as mis
 from fgclip.models import create_clip, load_image_batch
-from fgclip.reporting import found_box, glue_findings, show_source, write_results
+from fgclip.reporting import found_box, glue_findings, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
                                     pairs as cpairs, selection as csel, speed as cspeed, units as cunits)
@@ -93,7 +93,7 @@ seed_everything(seed)
 t_start = time.perf_counter()
 seeds = [seed + k for k in range(n_seeds)]
 margins = cunits.Margins(share=margin_share, rank=margin_rank)  # declared here, before any score is seen
-print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={pretrained}, device={device}")
+print(f"seed={seed}, test draws {seeds}, model={model}, pretrained={shown(pretrained)}, device={device}")
 
 # %% [markdown]
 # ## The rule

@@ -108,7 +108,7 @@ from fgclip import verdicts
 from fgclip.losses import matching
 from fgclip.methods import cluster_clip, sumclip
 from fgclip.models import create_clip, load_images
-from fgclip.reporting import found_box, glue_findings, show_source, write_results
+from fgclip.reporting import found_box, glue_findings, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.for_retrieval import data as fdata, folds as ff, protocol as fp
 from fgclip.train.selection import SelectionGrid
@@ -123,7 +123,7 @@ set_style()
 seed_everything(seed)
 seeds = [seed + k for k in range(n_seeds)]
 t_start = time.perf_counter()
-print(f"seeds={seeds}, folds={n_folds}, model={model}, pretrained={pretrained}, device={device}")
+print(f"seeds={seeds}, folds={n_folds}, model={model}, pretrained={shown(pretrained)}, device={device}")
 
 # %% [markdown]
 # ## Data: the toy world as COCO, read back with pycocotools
@@ -154,7 +154,7 @@ folds = [sorted(novel_categories)] if novel_categories else ff.category_folds(ca
 clip = create_clip(model, pretrained=pretrained, device=device)
 size = None if meta is not None else clip.image_size  # real photos: stretched, not cropped (boxes stay in view)
 eval_images = load_images([r.image_path for r in eval_records], size, geometry="resize").pixels
-print(f"{root}: {len(train_records)} training and {len(eval_records)} gallery images; {len(categories)} categories, "
+print(f"{shown(root)}: {len(train_records)} training and {len(eval_records)} gallery images; {len(categories)} categories, "
       f"open vocabulary of {len(vocab)} names")
 display(pd.DataFrame({"novel categories": [", ".join(f) for f in folds],
                       "of them in the vocabulary": [sum(c in vocab for c in f) for f in folds]}))

@@ -97,7 +97,7 @@ from fgclip.losses import asymmetric as asl
 from fgclip.methods import decoupling as dc
 from fgclip.models import create_clip
 from fgclip.models.prompts import PromptLearner
-from fgclip.reporting import found_box, glue_findings, seed_table, show_source, write_results
+from fgclip.reporting import found_box, glue_findings, seed_table, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.decoupling import (arms as darms, comparisons as dcmp, controls as dctl, data as ddata,
                                        features as dfeat, findings as dfind, heads as dheads, sweep as dsweep)
@@ -113,7 +113,7 @@ seeds = [seed + k for k in range(n_seeds)]
 assert 2 <= selection_seeds <= n_seeds, "the grid's seeds are the first evaluation seeds: 2 <= selection_seeds <= n_seeds"
 grid = SelectionGrid(lrs=tuple(lrs), seeds=tuple(seeds[:selection_seeds]), epochs=epochs)  # every trained arm's
 clip = create_clip(model, pretrained=pretrained, device=device)  # the frozen CLIP
-print(f"seeds={seeds}, grid {grid}, model={model}, pretrained={pretrained}, device={device}, precision={precision}")
+print(f"seeds={seeds}, grid {grid}, model={model}, pretrained={shown(pretrained)}, device={device}, precision={precision}")
 
 # %% [markdown]
 # ## The method, one equation at a time
@@ -297,7 +297,7 @@ assert np.allclose(terms[0].tolist(), hand, rtol=1e-5)
 data = ddata.prepare_data(data_root, data_format, {train_split: n_train, test_split: n_test}, seed, difficult,
                           size_names={train_split: "n_train", test_split: "n_test"})
 root, class_names, labels, test = data.root, data.class_names, data.labels, data.splits[test_split]
-print(f"read {root}: {len(class_names)} categories; train {len(labels[train_split])} images, test "
+print(f"read {shown(root)}: {len(class_names)} categories; train {len(labels[train_split])} images, test "
       f"{len(labels[test_split])}; labels per image {(labels[train_split] == 1).sum(1).mean():.2f} on average")
 
 # %% [markdown]
@@ -324,7 +324,7 @@ word_vectors = (dc.load_glove(glove_path, class_names) if glove_path
                 else dc.clip_word_vectors(clip.model, clip.tokenizer, class_names))
 tau = 1.0 / float(clip.model.logit_scale.detach().exp())
 print(f"dense map f: {tuple(train_feats.dense.shape[1:])}, pooled: {tuple(train_feats.pooled.shape[1:])}; word vectors "
-      f"x_c: {'GloVe ' + glove_path if glove_path else 'CLIP text embedding of the name'} "
+      f"x_c: {'GloVe ' + shown(glove_path) if glove_path else 'CLIP text embedding of the name'} "
       f"{tuple(word_vectors.shape)}; tau = {tau:.4f}")
 
 # %% [markdown]
@@ -356,7 +356,7 @@ print("zero-shot test mAP on s, hand prompt: " + ", ".join(f"{k} {v:.3f}" for k,
 fit_idx, val_idx = ddata.split_validation(len(labels[train_split]), val_fraction, seed)
 out_dir = Path(results_path).parent if results_path else Path(cache_dir)
 masks, targets = ddata.partial_label_draws(labels[train_split], proportions, seeds, out_dir)
-print(f"{len(fit_idx)} images to fit, {len(val_idx)} to validate; masks saved to {out_dir}")
+print(f"{len(fit_idx)} images to fit, {len(val_idx)} to validate; masks saved to {shown(out_dir)}")
 display(ddata.known_positive_table(labels[train_split], masks, class_names, rows=fit_idx).T
         .rename_axis(f"known positives (fit split, min-max over {n_seeds} seeds)"))
 
@@ -539,7 +539,7 @@ findings = dfind.chapter_findings(summary, v_point, grads, test_v, controls[len(
                                  sweep.selections, f"seeds {seeds}; {len(fit_idx)} fit / {len(val_idx)} validation / "
                                  f"{len(y_test)} test images of {root.name}")
 glue_findings("ch4", findings)
-display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({pretrained}))", list(findings.values())))
+display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(pretrained)}))", list(findings.values())))
 
 # %% [markdown]
 # ```{admonition} What we found

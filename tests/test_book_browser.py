@@ -10,6 +10,8 @@ JavaScript (`--dump-dom`), and the checks run on the DOM it returns:
 - every chapter page has at least one rendered figure and one results table;
 - every Colab link of a chapter points at that chapter's paired .ipynb in the repository;
 - every internal link resolves to a built file, and its #fragment to an id on that page;
+- no page shows where the build machine keeps files ("/tmp/", "/work/", the home folder, the
+  checkout's own path);
 - the book works offline: Chromium runs with every host but 127.0.0.1 unresolvable, no page
   asks for anything outside the book (its network log is read), and MathJax, served from the
   build, typesets every equation of every page that has one.
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -208,3 +211,18 @@ def test_page_works_offline_and_mathjax_typesets_its_equations(server, page):
         # the chapters and the notation page are written in equations: an empty selection
         # here means the math went missing from the page, not that there is none to check
         assert maths, f"{page}: no equation on the page"
+
+
+def test_no_page_shows_where_the_build_machine_keeps_files():
+    """The chapters print paths through fgclip.reporting.shown; a path of the build machine
+    (a results file, a data root, a checkpoint) on a page leaks it. Reads the built HTML as
+    it is (no browser needed)."""
+    leaks = {"/tmp/", "/work/", f"{Path.home()}/", f"{REPO}/", f"{Path(sys.prefix)}/"} - {"//"}
+    pattern = re.compile("|".join(map(re.escape, sorted(leaks))))
+    found = {}
+    for page in sorted(HTML.rglob("*.html")):
+        text = page.read_text(errors="replace")
+        hits = [text[max(m.start() - 40, 0):m.end() + 60] for m in pattern.finditer(text)]
+        if hits:
+            found[str(page.relative_to(HTML))] = hits[:2]
+    assert not found, f"pages that show paths of the build machine: {found}"

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from fgclip.reporting import found_box, seed_table, write_results
+from fgclip.reporting import found_box, seed_table, shown, write_results
 from fgclip.stats import bootstrap_ci, mean_std, paired_bootstrap_diff
 from fgclip.viz.heatmaps import overlay_heatmap
 from fgclip.viz.widgets import STATIC_ENV, InteractiveFigure, static_widgets
@@ -146,3 +146,19 @@ def test_glue_findings_glues_markdown_under_the_chapter_prefix(monkeypatch):
     assert names == {"ch9-headline": "A **beats** B", "ch9-data-size": "12 images"}
     with pytest.raises(ValueError, match="lower-case"):
         reporting.glue_findings("ch9", {"Bad Key": "x"})
+
+
+def test_shown_paths_keep_the_machine_out(tmp_path, monkeypatch):
+    """What the chapters print for data roots, checkpoints and output folders: the runner
+    passes them absolute, and the book must not show where the build machine keeps them."""
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    monkeypatch.chdir(project / "notebooks")  # where a chapter runs
+    assert shown("toy") == "toy" and shown("../data/ch0") == "../data/ch0"  # names and relative paths as given
+    assert shown(project / "data" / "ch0" / "toy-1a2b") == "../data/ch0/toy-1a2b"
+    assert shown(f"{project}/runs/ch4/20260101/../20260102") == "../runs/ch4/20260102"
+    assert shown(project / "notebooks" / "x.pt") == "x.pt"
+    elsewhere = shown("/opt/weights/team/ckpt/vit.pt")
+    assert elsewhere == ".../ckpt/vit.pt" and str(tmp_path) not in shown(tmp_path / "other" / "a.pt")
+    monkeypatch.chdir("/")  # no parent to be relative to: last parts only
+    assert shown("/srv/data/coco") == ".../data/coco"

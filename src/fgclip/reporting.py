@@ -1,4 +1,5 @@
-"""How a chapter reports: library code on the page, seed tables, the closing findings, results.json."""
+"""How a chapter reports: library code on the page, seed tables, the closing findings, results.json,
+and the paths it prints (:func:`shown`)."""
 from __future__ import annotations
 
 import inspect
@@ -24,6 +25,21 @@ def show_source(*functions: Callable) -> Markdown:
         raise ValueError("show_source needs at least one function")
     blocks = [inspect.getsource(f).rstrip() for f in functions]
     return Markdown("```python\n" + "\n\n\n".join(blocks) + "\n```")
+
+
+def shown(path: str | Path, parts: int = 2) -> str:
+    """A path as a chapter prints it, without where the machine keeps it: a relative path (or
+    a name such as ``"openai"``) as given; an absolute one relative to the current folder when
+    it lies under that folder's parent (``../data/ch0``, seen from ``notebooks/``); else
+    ``.../`` and its last ``parts`` parts. The runner passes every path parameter absolute."""
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    absolute, here = Path(os.path.normpath(text)), Path.cwd()
+    if here.parent != Path(here.anchor) and (absolute == here.parent or here.parent in absolute.parents):
+        return os.path.relpath(absolute, here)
+    tail = absolute.parts[1:][-parts:]
+    return str(Path("...", *tail)) if tail else text
 
 
 GLUE_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")

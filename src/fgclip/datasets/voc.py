@@ -9,6 +9,12 @@ Required fields: ``size/width``, ``size/height``, and per object ``name`` and
 ``bndbox/{xmin,ymin,xmax,ymax}``. Optional fields and their defaults when absent:
 ``filename`` (``<id>.jpg``, else ``<id>.png`` if that exists), ``pose`` ("Unspecified"),
 ``truncated``/``difficult`` (0) and ``occluded`` (None: not annotated, as in VOC2007).
+
+Why not torchvision's ``VOCDetection``: it reads only ``<root>/VOCdevkit/VOC20xx`` (a toy
+export is ``<root>/VOC2007``) and the splits train/trainval/val/test, opens each image, and
+hands back the XML as nested strings without checking a field, so a bad annotation fails
+later or not at all. Where the two meet they agree: tests/test_voc_reference.py reads the
+sample VOC2007 layout with both.
 """
 from __future__ import annotations
 

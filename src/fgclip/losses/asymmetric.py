@@ -10,6 +10,12 @@ positive (i, c') pushes each unknown s_ic down with dL/ds_ic = -dL/dlog p_ic' * 
 exactly as it pushes a known negative: "known labels only" does not hold for the scores
 (chapter 4 measures it: :func:`fgclip.studies.decoupling.controls.score_gradients`). The losses take probabilities p, not logits,
 because the paper applies P-ASL to its softmax-over-categories probabilities.
+
+Why not timm's ``AsymmetricLossMultiLabel``: it takes logits through a per-category sigmoid
+and has no value for an unknown label, so it can take neither the softmax probabilities nor
+the partial labels. On sigmoid probabilities with every label known it is the same loss
+(its 'sum' and 'mean' are ours), and its per-entry loss over the known entries is P-ASL:
+tests/test_losses_reference.py checks both, gradients included.
 """
 from __future__ import annotations
 

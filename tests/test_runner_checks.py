@@ -94,7 +94,9 @@ def test_a_rerun_with_another_seed_or_size_gets_other_data(tmp_path):
 
     data = tmp_path / "data"
     data.mkdir()
-    outs = [run_chapter("ch0", {"data_root": str(data), "n_images": n, "seed": seed}, runs_dir=tmp_path / "runs")
+    # stage off: the stage's oracle and probes train on scenes of their own, not on this export
+    outs = [run_chapter("ch0", {"data_root": str(data), "n_images": n, "seed": seed, "stage": False},
+                        runs_dir=tmp_path / "runs")
             for n, seed in ((12, 0), (12, 1), (16, 0))]
     exports = sorted(p for p in data.iterdir() if p.name.startswith("toy-"))
     assert len(exports) == 3

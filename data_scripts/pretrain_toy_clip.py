@@ -25,6 +25,8 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--n-train", type=int, default=d.n_train)
     p.add_argument("--n-val", type=int, default=d.n_val)
+    p.add_argument("--n-test", type=int, default=d.n_test,
+                   help="test scenes of the finished model's metrics (chapter 0 recomputes the default)")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch")
     p.add_argument("--lr", type=float, default=d.lr)
@@ -65,7 +67,7 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     if not isinstance(world, dict):
         p.error(f"--world must be a JSON object, got {a.world!r}")
     return PretrainConfig(
-        model=a.model, out_dir=a.out_dir, seed=a.seed, n_train=a.n_train, n_val=a.n_val,
+        model=a.model, out_dir=a.out_dir, seed=a.seed, n_train=a.n_train, n_val=a.n_val, n_test=a.n_test,
         epochs=a.epochs, batch_size=a.batch_size, lr=a.lr, weight_decay=a.weight_decay,
         warmup_steps=a.warmup_steps, precision=a.precision, attention=a.attention,
         compile=a.compile, keep_freed_memory=a.keep_freed_memory, device=a.device,

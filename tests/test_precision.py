@@ -102,7 +102,7 @@ def test_pretraining_records_what_auto_chose(fake, tmp_path):
     from fgclip.train import PretrainConfig, train
     fake(cpu_flags=("avx2",))
     assert PretrainConfig().precision == "auto"
-    out = train(PretrainConfig(out_dir=str(tmp_path), n_train=16, batch_size=8, epochs=1, n_val=8,
+    out = train(PretrainConfig(out_dir=str(tmp_path), n_train=16, batch_size=8, epochs=1, n_val=8, n_test=8,
                                warmup_steps=1, cache_dir=None, log_every=1))
     assert out["precision"]["requested"] == "auto" and out["precision"]["chosen"] == "fp32"
     assert "neither" in out["precision"]["reason"]

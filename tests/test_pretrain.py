@@ -16,7 +16,7 @@ from fgclip.train.distributed import DistInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "data_scripts" / "pretrain_toy_clip.py"
-SMALL = ["--n-train", "64", "--batch-size", "16", "--n-val", "32", "--warmup-steps", "2",
+SMALL = ["--n-train", "64", "--batch-size", "16", "--n-val", "32", "--n-test", "32", "--warmup-steps", "2",
          "--precision", "fp32", "--cache-dir", "none", "--log-every", "1"]
 
 
@@ -96,7 +96,7 @@ def test_ranks_split_the_global_batch():
 @pytest.mark.filterwarnings("ignore:precision='bf16' on a device without native bf16")
 def test_bf16_fast_path_tracks_fp32_reference(tmp_path):
     common = dict(n_train=64, batch_size=16, epochs=1, warmup_steps=2, log_every=1,
-                  ckpt_every=100, cache_dir=None, n_val=32)
+                  ckpt_every=100, cache_dir=None, n_val=32, n_test=32)
     ref = train(PretrainConfig(out_dir=str(tmp_path / "fp32"), precision="fp32", attention="sdpa",
                                **common))
     fast = train(PretrainConfig(out_dir=str(tmp_path / "bf16"), precision="bf16", attention="explicit",
@@ -115,7 +115,7 @@ def test_lr_schedule_warms_up_then_decays():
 
 
 @pytest.mark.parametrize("field,value", [("precision", "fp16"), ("batch_size", 0), ("attention", "flash"),
-                                         ("full_caption_weight", 2.0), ("threads", 0)])
+                                         ("full_caption_weight", 2.0), ("threads", 0), ("n_test", 0)])
 def test_bad_pretrain_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         PretrainConfig(**{field: value})

@@ -70,6 +70,10 @@ class MaskedClipLoss(torch.nn.Module):
         return npair_loss(scores, 1.0, same_text_mask(ids))
 
 
+# the held-out scenes every toy CLIP is finally measured on, and chapter 0 measures again
+STAGE_EVAL = {"n": 1000, "seed": 0, "split": "test"}
+
+
 @dataclass
 class PretrainConfig:
     model: str = "toy-vit"
@@ -77,6 +81,7 @@ class PretrainConfig:
     seed: int = 0
     n_train: int = 20_000
     n_val: int = 1_000
+    n_test: int = STAGE_EVAL["n"]  # the finished model's test scenes; chapter 0 recomputes the default's
     epochs: int = 10
     batch_size: int = 256  # global batch, split evenly across processes
     lr: float = 1e-3
@@ -107,7 +112,7 @@ class PretrainConfig:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1 or None, got {self.threads}")
-        for name in ("n_train", "epochs", "batch_size", "ckpt_every", "log_every"):
+        for name in ("n_train", "n_test", "epochs", "batch_size", "ckpt_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.false_negatives not in FALSE_NEGATIVES:
@@ -147,9 +152,6 @@ def _state(model, optimizer, cfg, global_step, history, chosen: dict | None = No
             "history": history, "config": asdict(cfg), "torch_rng": torch.get_rng_state(),
             "precision": chosen or {}}
 
-
-# the held-out scenes every toy CLIP is finally measured on, and chapter 0 measures again
-STAGE_EVAL = {"n": 1000, "seed": 0, "split": "test"}
 
 
 def export_fp16(state: dict, metrics: dict, command: str, path: str | Path,
@@ -272,7 +274,7 @@ def _final_metrics(clip, world: ToyWorldConfig, cfg: PretrainConfig, precision: 
     set_explicit_attention(clip.model, enabled=False)  # evaluate the model as it ships
     set_first_query_pooling(clip.model, enabled=False)
     val = retrieval_metrics(clip, world, n=cfg.n_val, seed=cfg.seed, split="val", precision=precision)
-    test = retrieval_metrics(clip, world, precision=precision, **STAGE_EVAL)
+    test = retrieval_metrics(clip, world, precision=precision, **{**STAGE_EVAL, "n": cfg.n_test})
     return {"val": val, "test": test}
 
 

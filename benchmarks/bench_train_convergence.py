@@ -86,10 +86,11 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--log-every", type=int, default=20, help="steps between logged throughputs")
     p.add_argument("--n-val", type=int, default=1000, help="held-out scenes for R@1")
+    p.add_argument("--n-test", type=int, default=1000, help="test scenes of each finished model's metrics")
     a = p.parse_args()
     common = ["--n-train", str(a.n_train), "--epochs", str(a.epochs), "--batch-size", str(a.batch_size),
               "--warmup-steps", str(a.warmup_steps), "--threads", str(a.threads), "--log-every", str(a.log_every),
-              "--n-val", str(a.n_val),
+              "--n-val", str(a.n_val), "--n-test", str(a.n_test),
               "--ckpt-every", "100000"]
     runs: dict[str, dict[int, dict]] = {name: {} for name in PATHS}
     with tempfile.TemporaryDirectory(prefix="bench-convergence-") as tmp:
@@ -125,7 +126,7 @@ def main() -> None:
         ratios[f"default / fp32 wall time speed-up, seed {seed}"] = ref["wall_s"] / fast["wall_s"]
         ratios[f"default / fp32 steady images/s, seed {seed}"] = fast["steady_images_per_s"] / ref["steady_images_per_s"]
     command = (f"python benchmarks/bench_train_convergence.py --n-train {a.n_train} --epochs {a.epochs} "
-               f"--n-val {a.n_val} --seeds {' '.join(map(str, a.seeds))}")
+               f"--n-val {a.n_val} --n-test {a.n_test} --seeds {' '.join(map(str, a.seeds))}")
     out = write_benchmark("train_convergence", rows, ratios, command,
                           extra={"runs": {n: {str(s): r for s, r in rr.items()} for n, rr in runs.items()},
                                  "flags": PATHS})

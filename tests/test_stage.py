@@ -218,3 +218,21 @@ def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
     assert "edge of its grid: edgy probe" in text
     fine = stage.reader_caveats(sels[:1], rows.iloc[:1])
     assert fine.startswith("Every reader converged")
+
+
+def test_retrieval_metrics_encodes_the_scenes_once_with_the_same_numbers(monkeypatch):
+    """The headline metrics share one encoding of the scenes between caption retrieval and the
+    category scores: the same numbers as each encoding its own, two encodes instead of three."""
+    from dataclasses import replace as with_
+    from fgclip import evaluation as ev
+    clip, world = create_clip("toy-rn", pretrained=None), ToyWorldConfig()
+    calls = []
+    encode = ev.encode_images
+    monkeypatch.setattr(ev, "encode_images", lambda *a, **k: calls.append(1) or encode(*a, **k))
+    shared = ev.retrieval_metrics(clip, world, n=24, seed=3)
+    assert len(calls) == 2  # the scenes once, the one-object scenes once
+    scenes = generate(world, 24, seed=3, split="test")
+    single = generate(with_(world, min_objects=1, max_objects=1), 24, seed=4, split="test")
+    own = {**ev.caption_retrieval(clip, scenes), **ev.category_zero_shot(clip, scenes, world.categories),
+           "zero_shot_shape_acc": ev.shape_classification(clip, single, world.categories)}
+    assert {k: shared[k] for k in own} == own

@@ -39,20 +39,22 @@ def encode_texts(clip: Clip, texts: list[str], batch_size: int = 512,
     return torch.cat(out)
 
 
-def caption_retrieval(clip: Clip, scenes: list[Scene], precision: str = "fp32") -> dict[str, float]:
+def caption_retrieval(clip: Clip, scenes: list[Scene], precision: str = "fp32",
+                      image_features: torch.Tensor | None = None) -> dict[str, float]:
     """Image->text and text->image R@1/5/10 with each scene's full caption (caption 0)."""
     return pair_retrieval(clip, np.stack([s.image for s in scenes]),
-                          [s.captions[0].text for s in scenes], precision)
+                          [s.captions[0].text for s in scenes], precision, image_features)
 
 
 def pair_retrieval(clip: Clip, images: np.ndarray | torch.Tensor, texts: list[str],
-                   precision: str = "fp32") -> dict[str, float]:
-    """R@1/5/10 both ways for aligned (image i, text i) pairs; images as for :func:`encode_images`.
+                   precision: str = "fp32", image_features: torch.Tensor | None = None) -> dict[str, float]:
+    """R@1/5/10 both ways for aligned (image i, text i) pairs; images as for :func:`encode_images`
+    (``image_features``: their embeddings, already computed by it, to skip encoding them again).
 
     A caption counts as relevant to every image whose caption is the same string,
     so identical captions of different images are not scored as misses.
     """
-    img = encode_images(clip, images, precision=precision).cpu()
+    img = (encode_images(clip, images, precision=precision) if image_features is None else image_features).cpu()
     txt = encode_texts(clip, texts, precision=precision).cpu()
     sim = img @ txt.T  # (N images, N captions)
     codes = {t: i for i, t in enumerate(sorted(set(texts)))}
@@ -73,15 +75,17 @@ def shape_classification(clip: Clip, scenes: list[Scene], categories: tuple[str,
     return accuracy(img @ txt.T, targets)
 
 
-def category_zero_shot(clip: Clip, scenes: list[Scene], categories: tuple[str, ...],
-                       template: str = "a {}", precision: str = "fp32") -> dict[str, float]:
+def category_zero_shot(clip: Clip, scenes: list[Scene], categories: tuple[str, ...], template: str = "a {}",
+                       precision: str = "fp32", image_features: torch.Tensor | None = None) -> dict[str, float]:
     """Zero-shot recognition of every drawn category from the global embedding alone.
 
     s_{n,c} = <f(I_n), g(template(c))>. Multi-label mAP ranks images per category and
     averages AP over categories (chapter 4's task); retrieval AP@50 ranks the images as a
     gallery for the query c and normalises by min(50, R_c) (chapter 3's task, CLIP global).
     """
-    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision).cpu()  # (N, D)
+    if image_features is None:  # the scenes' embeddings (N, D), unless the caller already has them
+        image_features = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)
+    img = image_features.cpu()  # (N, D)
     txt = encode_texts(clip, [template.format(c) for c in categories], precision=precision).cpu()  # (C, D)
     targets = torch.tensor([[c in s.labels for c in categories] for s in scenes], dtype=torch.long)  # (N, C)
     has_pos = targets.sum(0) > 0
@@ -98,8 +102,9 @@ def retrieval_metrics(clip: Clip, world: ToyWorldConfig, n: int, seed: int, spli
     shape accuracy on ``n`` one-object scenes (seed + 1)."""
     scenes = generate(world, n, seed=seed, split=split)
     single = generate(replace(world, min_objects=1, max_objects=1), n, seed=seed + 1, split=split)
-    metrics = caption_retrieval(clip, scenes, precision)
-    metrics.update(category_zero_shot(clip, scenes, world.categories, precision=precision))
+    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)  # (n, D), encoded once
+    metrics = caption_retrieval(clip, scenes, precision, img)
+    metrics.update(category_zero_shot(clip, scenes, world.categories, precision=precision, image_features=img))
     metrics["zero_shot_shape_acc"] = shape_classification(clip, single, world.categories,
                                                           precision=precision)
     metrics["n"] = n

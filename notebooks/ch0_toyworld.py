@@ -235,7 +235,9 @@ else:
 # world's ground truth (which category and which colour, or none, each cell of an 8 x 8 grid
 # holds); a **linear probe** on the frozen toy CLIP, logistic regression on the global
 # embedding (or on each dense feature, for pointing) trained to convergence; and
-# **zero-shot**, the toy CLIP's own similarities to "a {name}" or to the phrase. The oracle
+# **zero-shot**, the toy CLIP's own similarities to "a {name}" or to the phrase. A fourth
+# row, **chance**, reads seeded uniform random scores and maps through the same metrics
+# ({func}`fgclip.studies.stage.chance_row`): the floor each number stands on. The oracle
 # is a lower bound on what the world allows, not the world's own ceiling: a small network
 # trained on `n_fit` scenes for a fixed budget can stop short (the closing box says whether it
 # converged). Where it comes near 1, the world is unambiguous on that task, and oracle minus

@@ -191,12 +191,12 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     scenes = stage.stage_scenes(world, 24, 12, 40, 0)
     clip = create_clip("toy-vit", pretrained=None)
     rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
-    assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("linear probe", "toy-vit"),
-                                                         ("zero-shot", "toy-vit")]
+    assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("chance", "random scores"),
+                                                         ("linear probe", "toy-vit"), ("zero-shot", "toy-vit")]
     assert len(selections) == 3 and selections[0].budget == 2  # the oracle's lr and epochs, then two probes' lambdas
     assert [s.arm for s in selections[1:]] == ["linear probe, global (toy-vit)", "linear probe, dense (toy-vit)"]
     assert set(selections[1].val_loss) == set(stage.GLOBAL_L2S) and set(selections[2].val_loss) == set(stage.DENSE_L2S)
-    zs = rows[2]  # recomputed independently through the evaluation module's own zero-shot path
+    zs = rows[3]  # recomputed independently through the evaluation module's own zero-shot path
     direct = category_zero_shot(clip, scenes.test, world.categories)
     assert zs[stage.TASKS[1]] == pytest.approx(direct["zero_shot_multilabel_mAP"], abs=1e-4)
     assert zs[stage.TASKS[2]] == pytest.approx(direct["zero_shot_retrieval_AP@50"], abs=1e-4)
@@ -236,3 +236,23 @@ def test_retrieval_metrics_encodes_the_scenes_once_with_the_same_numbers(monkeyp
     own = {**ev.caption_retrieval(clip, scenes), **ev.category_zero_shot(clip, scenes, world.categories),
            "zero_shot_shape_acc": ev.shape_classification(clip, single, world.categories)}
     assert {k: shared[k] for k in own} == own
+
+
+def test_the_chance_row_is_the_floor_of_each_task():
+    """Random scores score near each task's chance: 1/C on shape, the category prevalence on
+    mAP (averaged over categories), and the box's share of the cells on pointing; planting the
+    truth into the random scores lifts shape accuracy to 1 (the metric can see a signal)."""
+    world = ToyWorldConfig()
+    scenes = stage.stage_scenes(world, 4, 4, 300, 0)
+    trials = stage.phrase_trials(scenes.test)
+    row = stage.chance_row(scenes, world.categories, trials, seed=0)
+    assert row[stage.TASKS[0]] == pytest.approx(1 / len(world.categories), abs=0.04)
+    targets = torch.tensor([[c in s.labels for c in world.categories] for s in scenes.test], dtype=torch.float)
+    prevalence = float(targets[:, targets.sum(0) > 0].mean(0).mean())
+    assert row[stage.TASKS[1]] == pytest.approx(prevalence, abs=0.05)
+    assert 0.0 < row[stage.TASKS[3]] < 0.5
+    assert row == stage.chance_row(scenes, world.categories, trials, seed=0)  # seeded
+    truth = torch.tensor([world.categories.index(s.objects[0].category) for s in scenes.single])
+    planted = torch.nn.functional.one_hot(truth, len(world.categories)).float()
+    scores = stage.task_scores(torch.rand(300, len(world.categories)), planted, None, scenes, world.categories, trials)
+    assert scores[stage.TASKS[0]] == 1.0

@@ -218,6 +218,17 @@ def task_scores(image_scores_test: torch.Tensor, image_scores_single: torch.Tens
             **({POINTING_BY_NAME: pointing_accuracy(name_maps, trials, size)} if name_maps is not None else {})}
 
 
+def chance_row(scenes: StageScenes, categories: tuple[str, ...], trials: list, seed: int) -> dict:
+    """The floor of every task: seeded uniform random scores (N, C) and phrase maps (T, g, g)
+    read by the same metrics as every other reader."""
+    gen, g = torch.Generator().manual_seed(seed), scenes.test[0].image.shape[0] // 8
+    maps = torch.rand(len(trials), g, g, generator=gen)
+    return {"reader": "chance", "model": "random scores",
+            **task_scores(torch.rand(len(scenes.test), len(categories), generator=gen),
+                          torch.rand(len(scenes.single), len(categories), generator=gen), maps, scenes, categories,
+                          trials, maps)}
+
+
 def clip_features(clip, scenes: list[Scene]) -> tuple[torch.Tensor, torch.Tensor]:
     """Frozen toy-CLIP features in fp32: L2-normalised global (N, D) and dense (N, D, g, g)."""
     from ..models import encode_image_dense, encode_image_rows
@@ -263,6 +274,7 @@ def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], grid:
                  **task_scores(global_scores(logits["test"], n_c), global_scores(logits["single"], n_c),
                                cell_maps(logits["test"], trials, categories), scenes, categories, trials,
                                cell_maps(logits["test"], trials, categories, colour=False))})
+    rows.append(chance_row(scenes, categories, trials, seed=grid.seeds[0]))
     for name, clip in clips.items():
         feats = {k: clip_features(clip, getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
         g = feats["fit"][1].shape[-1]
@@ -334,14 +346,16 @@ def target_rows(metrics: dict[str, dict], ceiling_rows: list[dict]) -> list[dict
 
 
 def headroom_rows(ceiling_rows: list[dict]) -> list[dict]:
-    """Per task, for the chapter's model: oracle, probe and zero-shot, and the headroom between
-    zero-shot and the oracle."""
+    """Per task, for the chapter's model: chance, oracle, probe and zero-shot, and the headroom
+    between zero-shot and the oracle."""
     oracle = next(r for r in ceiling_rows if r["reader"] == "oracle")
+    chance = next((r for r in ceiling_rows if r["reader"] == "chance"), {})
     rows = []
     for task, (chapter, models) in CHAPTER_OF_TASK.items():
         for m in models:
             get = lambda reader: next((r[task] for r in ceiling_rows if r["reader"] == reader and r["model"] == m), np.nan)
-            rows.append({"chapter": chapter, "task": task, "model": m, "oracle": oracle[task],
+            rows.append({"chapter": chapter, "task": task, "model": m, "chance": chance.get(task, np.nan),
+                         "oracle": oracle[task],
                          "linear probe": get("linear probe"), "zero-shot": get("zero-shot"),
                          "headroom (oracle - zero-shot)": oracle[task] - get("zero-shot")})
     return rows
@@ -360,7 +374,7 @@ def target_sentence(targets) -> str:
 def headroom_sentence(headroom) -> str:
     """The closing box's line on the ceiling: per chapter, oracle and zero-shot."""
     parts = [f"{r['chapter']} ({r['task']}, {r['model']}): oracle {r['oracle']:.3f}, probe {r['linear probe']:.3f}, "
-             f"zero-shot {r['zero-shot']:.3f}" for _, r in headroom.iterrows()]
+             f"zero-shot {r['zero-shot']:.3f}, chance {r['chance']:.3f}" for _, r in headroom.iterrows()]
     return "What the stage can show, per chapter: " + "; ".join(parts) + "."
 
 

@@ -55,3 +55,28 @@ def test_run_all_quick_writes_every_result(tmp_path):
     assert "| train |" in done.stdout  # the table is printed too
     # the committed results were left alone
     assert {p: p.read_bytes() for p in (ROOT / "benchmarks" / "results").glob("*.json")} == committed
+
+
+def test_readme_for_tables_are_built_from_for_json(monkeypatch, tmp_path):
+    """The README's FOR speed table and the "| for |" rows of the README and summary.md are
+    what for.json makes now (run_all.py's format for the rows); a stale number fails."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_for
+        import run_all
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from fgclip.studies.for_retrieval import speed
+    result = speed.load_speed(ROOT / "benchmarks" / "results" / "for.json")
+    readme = (ROOT / "README.md").read_text()
+    assert speed.readme_block(readme) == speed.readme_table(result)
+    (tmp_path / "for.json").write_text((ROOT / "benchmarks" / "results" / "for.json").read_text())
+    monkeypatch.setattr(run_all, "RESULTS_DIR", tmp_path)  # for.json alone, as run_all.py formats it
+    monkeypatch.setattr(run_all, "book_cost", lambda: [])
+    rows = [line for line in run_all.summary().splitlines() if line.startswith("| for | ")]
+    assert rows == bench_for.summary_lines(result)
+    summary = (ROOT / "benchmarks" / "results" / "summary.md").read_text()
+    for text in (readme, summary):
+        assert [line for line in text.splitlines() if line.startswith("| for | ")] == rows
+    stale = {**result, "rows": [{**r, "value": r["value"] * 2} for r in result["rows"]]}
+    assert speed.readme_table(stale) != speed.readme_block(readme)

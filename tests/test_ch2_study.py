@@ -10,7 +10,7 @@ from fgclip.methods import clip4dm as c4dm
 from fgclip.methods.clip4dm import AttributionConfig, Attributions
 from fgclip.models import create_clip
 from fgclip.studies.clip4dm import (arms as carms, comparisons as ccmp, controls as cctl, data as cdata,
-                                    selection as csel, speed as cspeed, units as cunits)
+                                    scale as cscale, selection as csel, speed as cspeed, units as cunits)
 from test_ch2_protocol import _toy_units
 
 
@@ -33,7 +33,7 @@ def _attr(ws, n_words=3):
 
 def test_choose_layers_picks_the_best_la_on_validation():
     val = pd.DataFrame({"start": [1.0, 1.0, np.nan], "length": [1, 1, 0],
-                        "foil_type": ["shape", "shape", "original"]})
+                        "foil_type": ["shape", "shape", "original"], "foil_word": ["red", "red", ""]})
     hit, miss = [0.0, -1.0, 0.0], [-1.0, 0.0, 0.0]  # the foil word is index 1
     attr = {carms.last_layers(1): _attr([miss, miss, miss]), carms.last_layers(2): _attr([hit, hit, miss]),
             carms.last_layers(3): _attr([hit, miss, miss])}
@@ -81,9 +81,10 @@ def test_verdict_families_on_synthetic_units():
     margins = cunits.Margins(0.03, 0.02)
     la = ccmp.la_verdicts(units, seed=0, margins=margins)
     assert [v.arms[1] for v in la] == ["random content word", "leave-one-word-out", "leave-one-word-out",
-                                       "CLIP4DM + ReLU", "GAE"]
+                                       "CLIP4DM + ReLU", "GAE", "CLIP4DM (position rule)"]
     assert la[0].verdict == verdicts.A_BETTER  # LA 0.75 against 0.5
     assert la[3].verdict == verdicts.EQUIVALENT and la[3].difference == 0.0  # identical arms
+    assert la[5].verdict == verdicts.EQUIVALENT  # one word per foil: word and position rule agree
     assert all(v.margin == 0.03 and v.cluster_unit == "images" for v in la)
     ap = ccmp.ap_verdicts(units, seed=0, margins=margins)
     assert [v.arms[0] for v in ap] == list(carms.F_NAMES.values()) and ap[0].margin == 0.02
@@ -123,6 +124,8 @@ def test_steps_end_to_end_on_an_exported_toy_split(tmp_path):
     pos = cctl.planted_control(planted, units, 0.03, seed=0)
     assert pos.claim in ("LA on planted colour foils against the same slot of their originals",
                          "no planted colour foils")
+    wrong = cscale.wrong_image_units(clip, units, main, eps.f1, np.random.default_rng(0), batch_size=16)
+    assert len(wrong) == units.foil_type.eq("original").sum() and not np.allclose(wrong["w_min|wrong"], wrong.w_min)
     speed = cspeed.speed(clip, data.test[0], main, n_pairs=3)
     assert speed.n_pairs == 3 and speed.measured > 0 and speed.allowed > 0
     assert set(units.foil_type) <= {"original", "shape", "color", "relation", "count"}

@@ -14,10 +14,15 @@ multi-word category such as "teddy bear"). Errors: a foil whose ``id`` has no or
 originals of one ``id`` that disagree, a foil on a different image than its original, a
 foil caption equal to its original, or a ``foil_id`` used twice. An original whose ``id``
 has no foil yields no pair and is listed in ``FoilSplit.originals_without_foil``.
+
+Real FOIL prints some words with their punctuation ('handbag.' at the end of a caption), so
+``target_word``, ``foil_word`` and the two spans are kept with the punctuation around each
+word stripped (:func:`strip_punctuation`); the captions themselves are kept as written.
 """
 from __future__ import annotations
 
 import os
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,8 +41,8 @@ class FoilPair:
     target_word: str
     foil_word: str
     word_index: int  # first replaced word, an index into foiled.split() (and original.split())
-    foil_span: str  # the replaced words as they appear in the foiled caption
-    target_span: str  # the words they replaced in the original
+    foil_span: str  # the replaced words of the foiled caption (punctuation around them stripped)
+    target_span: str  # the words they replaced in the original (likewise)
     original_annotation_id: int  # the caption id the original and its foils share
     foil_annotation_id: int  # the foil entry's foil_id
     foil_type: str | None = None
@@ -47,6 +52,12 @@ class FoilPair:
 class FoilSplit:
     pairs: list[FoilPair] = field(default_factory=list)
     originals_without_foil: list[int] = field(default_factory=list)  # annotation ids
+
+
+def strip_punctuation(words: str) -> str:
+    """Each whitespace word with the punctuation around it removed ('a handbag.' -> 'a handbag');
+    words that are punctuation only are dropped."""
+    return " ".join(w for w in (x.strip(string.punctuation) for x in words.split()) if w)
 
 
 def foil_position(original: str, foiled: str) -> tuple[int, int, int]:
@@ -101,10 +112,11 @@ def _pair(orig: dict, foil: dict, image_path: Path, path: Path) -> FoilPair:
     except ValueError as e:
         raise DatasetFormatError(path, str(e), field=f"{foil['_where']}.caption") from None
     a, b = orig["caption"].split(), foil["caption"].split()
+    clean = strip_punctuation
     return FoilPair(foil["foil_id"], foil["image_id"], image_path, orig["caption"],
-                    foil["caption"], foil["target_word"], foil["foil_word"], start,
-                    " ".join(b[start:end_b]), " ".join(a[start:end_a]), orig["id"], foil["foil_id"],
-                    foil.get("foil_type"))
+                    foil["caption"], clean(foil["target_word"]), clean(foil["foil_word"]), start,
+                    clean(" ".join(b[start:end_b])), clean(" ".join(a[start:end_a])), orig["id"],
+                    foil["foil_id"], foil.get("foil_type"))
 
 
 def _image_paths(data: dict, path: Path, image_dir: Path, check: bool) -> dict[int, Path]:

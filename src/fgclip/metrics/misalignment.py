@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import string
 from typing import Sequence
 
 import numpy as np
@@ -161,6 +162,20 @@ def threshold_transfer(src: tuple[Sequence[np.ndarray], Sequence[np.ndarray], Se
 
 
 # ------------------------------------------------ per-caption scores (units for verdicts)
+def normalise_word(word: str) -> str:
+    """A word as the official code compares it: surrounding punctuation stripped, lower-cased
+    ('Handbag.' -> 'handbag')."""
+    return word.strip().strip(string.punctuation).lower()
+
+
+def word_matches(words: Sequence[str], foil_word: str) -> np.ndarray:
+    """Eq. (eq-clip4dm-la) of chapter 2, the word rule: (n_words,) bool, True where the word equals
+    the foil word after :func:`normalise_word` (every occurrence; a multi-word foil never
+    equals one word, as in the official code). All False for an empty foil word (an original)."""
+    target = normalise_word(foil_word) if isinstance(foil_word, str) else ""
+    return np.array([bool(target) and normalise_word(w) == target for w in words], dtype=bool)
+
+
 def span_labels(source: np.ndarray, start: int | None, length: int = 1) -> np.ndarray:
     """1 for the candidate words inside the foil span, 0 elsewhere (all 0 for an original).
 

@@ -13,7 +13,7 @@ from ...metrics.misalignment import caption_f1, group_contrast
 from .arms import F_NAMES, MAIN, Draw
 from .selection import Epsilons, tune_eps_f1, tune_eps_for_ap
 from .pairs import paired_accuracy
-from .units import Margins, ap_units, build_units, compare_units, labels_of, subset
+from .units import POSITION_RULE, Margins, ap_units, build_units, compare_units, labels_of, subset
 
 
 def unit_table(draws: dict[int, Draw], arms: dict[str, AttributionConfig], rng: np.random.Generator,
@@ -50,9 +50,10 @@ def la_verdict(units: pd.DataFrame, a: str, b: str, where, what: str, seed: int,
 
 
 def la_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdicts.Verdict]:
-    """CLIP4DM's LA against the random content word and leave-one-word-out on the headline
-    foils; against leave-one-word-out, its ReLU twin and GAE on all foils; against the
-    random content word on each other foil type."""
+    """CLIP4DM's LA (the official word rule) against the random content word and
+    leave-one-word-out on the headline foils; against leave-one-word-out, its ReLU twin, GAE
+    and the same argmin scored by the position rule on all foils; against the random content
+    word on each other foil type."""
     head, types = headline_type(units), foil_types(units)
     is_foil, on_head = units.foil_type.ne("original").to_numpy(), units.foil_type.eq(head).to_numpy()
     m = margins.share
@@ -60,7 +61,8 @@ def la_verdicts(units: pd.DataFrame, seed: int, margins: Margins) -> list[verdic
            la_verdict(units, MAIN, "leave-one-word-out", on_head, f"{head} foils", seed, m),
            la_verdict(units, MAIN, "leave-one-word-out", is_foil, "all foils", seed, m),
            la_verdict(units, MAIN, f"{MAIN} + ReLU", is_foil, "all foils (the ReLU alone)", seed, m),
-           la_verdict(units, MAIN, "GAE", is_foil, "all foils", seed, m)]
+           la_verdict(units, MAIN, "GAE", is_foil, "all foils", seed, m),
+           la_verdict(units, MAIN, POSITION_RULE, is_foil, "all foils (word rule against position rule)", seed, m)]
     return out + [la_verdict(units, MAIN, "random content word", units.foil_type.eq(t).to_numpy(), f"{t} foils",
                              seed, m) for t in types if t != head]
 
@@ -108,19 +110,31 @@ def colour_word_verdict(units: pd.DataFrame, seed: int, margins: Margins) -> ver
                          unit="original captions", seed=seed, margin=margins.share)
 
 
-def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str],
-                      seed: int, margins: Margins) -> list[verdicts.Verdict]:
-    """Within each foil type, LA and word AUC of the highest vs the lowest CLIPScore
-    quartile (quartiles of each draw's foils of that type), through ``group_contrast``."""
+def quartiles(units: pd.DataFrame, t: str, values) -> np.ndarray:
+    """CLIPScore quartile (0 = lowest .. 3) of every ``t`` foil row with a value, quartiles cut
+    within each draw (so a draw's scale does not mix into another's); NaN elsewhere."""
+    q, ok = np.full(len(units), np.nan), ~np.isnan(np.asarray(values, dtype=float))
+    for s in units.seed.unique():
+        sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy() & ok)
+        q[sel] = pd.qcut(units.cos.to_numpy()[sel], 4, labels=False)
+    return q
+
+
+def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str], seed: int, margins: Margins,
+                      metrics: dict[str, tuple[np.ndarray, float]] | None = None) -> list[verdicts.Verdict]:
+    """Within each foil type, the highest vs the lowest CLIPScore quartile (:func:`quartiles`)
+    through ``group_contrast``, for each of ``metrics`` ({name: (per-row values, margin)};
+    default LA and word AUC of ``method``)."""
+    metrics = metrics or {"LA": (units[f"hit|{method}"].to_numpy(), margins.share),
+                          "word AUC": (units[f"auc|{method}"].to_numpy(), margins.rank)}
     out = []
     for t in types:
-        for metric, col, m in (("LA", f"hit|{method}", margins.share), ("word AUC", f"auc|{method}", margins.rank)):
-            a, b = np.full(len(units), np.nan), np.full(len(units), np.nan)
+        for metric, (values, m) in metrics.items():
+            values = np.asarray(values, dtype=float)
+            q, a, b = quartiles(units, t, values), np.full(len(units), np.nan), np.full(len(units), np.nan)
             for s in units.seed.unique():
-                sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy()
-                                     & units[col].notna().to_numpy())
-                q = pd.qcut(units.cos.to_numpy()[sel], 4, labels=False)
-                a[sel], b[sel] = group_contrast(units[col].to_numpy()[sel], q == 3, q == 0)
+                sel = np.flatnonzero((units.seed == s).to_numpy() & ~np.isnan(q))
+                a[sel], b[sel] = group_contrast(values[sel], q[sel] == 3, q[sel] == 0)
             out.append(compare_units(units, a, b, ~np.isnan(a), claim=f"{metric} on {t} foils by CLIPScore quartile",
                                      arms=("highest quartile", "lowest quartile"),
                                      unit=f"{t} foil captions", seed=seed, margin=m))

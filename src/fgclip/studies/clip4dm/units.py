@@ -13,10 +13,12 @@ import pandas as pd
 
 from ... import verdicts
 from ...methods.clip4dm import Attributions, clip_score, f_clip_score
-from ...metrics.misalignment import ap_contributions, caption_auc, caption_f1, foil_ap, most_negative, span_labels
+from ...metrics.misalignment import (ap_contributions, caption_auc, caption_f1, foil_ap, most_negative, span_labels,
+                                     word_matches)
 from ...toyworld import COLORS, COUNT_WORDS, RELATIONS, SHAPES, SIZE_WORDS
 
 STOPWORDS = frozenset("a an the of to on in at and with is are".split())
+POSITION_RULE = "CLIP4DM (position rule)"  # the main rule's LA by the foil's word position, a named arm
 
 
 def word_role(word: str) -> str:
@@ -33,38 +35,46 @@ def labels_of(attr: Attributions, df: pd.DataFrame) -> list[np.ndarray]:
             for src, st, n in zip(attr.source, df.start, df.length)]
 
 
+def word_labels_of(attr: Attributions, df: pd.DataFrame) -> list[np.ndarray]:
+    """Per caption, the words equal to its foil word (:func:`~fgclip.metrics.misalignment.word_matches`,
+    the official rule's labels); all 0 for an original."""
+    return [word_matches(words, fw).astype(int) for words, fw in zip(attr.words, df.foil_word)]
+
+
 def localization_units(attr: Attributions, df: pd.DataFrame, rng: np.random.Generator
                        ) -> pd.DataFrame:
-    """Per caption: hit (the most negative word lies in the foil span; NaN for originals),
-    tie (argmin was tied and broken at random), caption AUC, the argmin word's role and its
-    index (argmin)."""
-    labels, out = labels_of(attr, df), []
-    for w, y, words in zip(attr.w, labels, attr.words):
+    """Per caption, Eq. (eq-clip4dm-la) of chapter 2: hit (the most negative word equals the foil
+    word after stripping punctuation and lower-casing, the official rule; NaN for originals),
+    hit_pos (the position rule: it lies in the foil span), tie (argmin tied, broken at random),
+    the within-caption AUC of the span, Eq. (eq-clip4dm-auc), the argmin word's role and index."""
+    out = []
+    for w, y, yw, words in zip(attr.w, labels_of(attr, df), word_labels_of(attr, df), attr.words):
         j, tie = most_negative(w, rng)
-        out.append(dict(hit=float(y[j]) if y.any() else np.nan, tie=tie, auc=caption_auc(w, y),
-                        role=word_role(words[j]), argmin=j))
+        foil = bool(y.any())
+        out.append(dict(hit=float(yw[j]) if foil else np.nan, hit_pos=float(y[j]) if foil else np.nan, tie=tie,
+                        auc=caption_auc(w, y), role=word_role(words[j]), argmin=j))
     return pd.DataFrame(out, index=df.index)
 
 
 def random_content_hit(words: Sequence[str], y: np.ndarray) -> float:
     """Expected hit of a uniformly drawn content word (stop words excluded when any other
-    word is left): |span ∩ content| / |content|; NaN for an original caption."""
+    word is left): |y ∩ content| / |content|, with y the words a hit counts (the word rule's
+    matches or the foil span); 0 when y holds none."""
     y = np.asarray(y, dtype=bool)
-    if not y.any():
-        return float("nan")
     content = np.array([w.lower() not in STOPWORDS for w in words])
     content = content if content.any() else np.ones_like(content)
     return float((y & content).sum() / content.sum())
 
 
-def informed_floor_hit(words: Sequence[str], y: np.ndarray) -> float:
-    """Expected hit of a word drawn uniformly from the foil's own word class (the role of
-    its first word: a colour for a colour foil, a shape for a shape foil): |span ∩ class| /
-    |class|; the random content word where the class is 'other'; NaN for an original."""
+def informed_floor_hit(words: Sequence[str], y: np.ndarray, span: np.ndarray | None = None) -> float:
+    """Expected hit of a word drawn uniformly from the foil's own word class (the role of the
+    first word of the foil ``span``, default ``y``: a colour for a colour foil): |y ∩ class| /
+    |class|; the random content word where the class is 'other'; NaN without a foil span."""
     y = np.asarray(y, dtype=bool)
-    if not y.any():
+    span = y if span is None else np.asarray(span, dtype=bool)
+    if not span.any():
         return float("nan")
-    role = word_role(words[int(np.flatnonzero(y)[0])])
+    role = word_role(words[int(np.flatnonzero(span)[0])])
     if role in ("other", "function word"):
         return random_content_hit(words, y)
     same = np.array([word_role(w) == role for w in words])
@@ -95,14 +105,16 @@ def seed_matrix(units: pd.DataFrame, values, where) -> np.ndarray:
 class Margins:
     """The margins of practical equivalence, one per kind of score, declared before the run:
     ``share`` for shares of captions or words (LA, hit and flag rates), ``rank`` for rank and
-    overlap scores (AP, pairwise accuracy, word AUC, word F1)."""
+    overlap scores (AP, pairwise accuracy, word AUC, word F1), ``attr`` for attribution values
+    (the minimum w_j) in units of the chosen |ε|."""
 
     share: float
     rank: float
+    attr: float = 0.1
 
     def __post_init__(self):
-        if not (self.share > 0 and self.rank > 0):
-            raise ValueError(f"margins must be > 0, got share={self.share}, rank={self.rank}")
+        if not (self.share > 0 and self.rank > 0 and self.attr > 0):
+            raise ValueError(f"margins must be > 0, got share={self.share}, rank={self.rank}, attr={self.attr}")
 
 
 def compare_units(units: pd.DataFrame, a, b, where, *, claim: str, arms: tuple[str, str],
@@ -154,15 +166,20 @@ def build_units(df: pd.DataFrame, attrs: dict[str, Attributions], main: str,
             out.loc[mask, f"{col}|{name}"] = u[col].to_numpy(dtype=float)
         if name == main:
             out["role"], out["argmin"] = u.role, u.argmin
+            out[f"hit|{POSITION_RULE}"] = u.hit_pos.to_numpy(dtype=float)
     a = attrs[main]
-    labels = labels_of(a, df)
-    out["hit|random content word"] = [random_content_hit(w, y) for w, y in zip(a.words, labels)]
-    out["hit|informed floor"] = [informed_floor_hit(w, y) for w, y in zip(a.words, labels)]
+    labels, y_word = labels_of(a, df), word_labels_of(a, df)
+    foil = [bool(y.any()) for y in labels]  # the random arms are scored by the word rule, as the method is
+    out["hit|random content word"] = [random_content_hit(w, yw) if f else np.nan
+                                      for w, yw, f in zip(a.words, y_word, foil)]
+    out["hit|informed floor"] = [informed_floor_hit(w, yw, y) if f else np.nan
+                                 for w, yw, y, f in zip(a.words, y_word, labels, foil)]
     out["words"], out["source"] = list(a.words), list(a.source)
     out["cos"] = a.cos
     for form, v in f_scores(a, eps).items():
         out[f"F|{form}"] = v
     out["flagged"] = [float(np.mean(w < eps_f1)) for w in a.w]
+    out["w_min"] = [float(np.min(w)) for w in a.w]
     out["f1"] = [caption_f1(w, y, eps_f1) for w, y in zip(a.w, labels)]
     out["random role share"] = [np.mean([word_role(x) == "colour" for x in ws]) for ws in a.words]
     return out

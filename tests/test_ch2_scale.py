@@ -1,0 +1,60 @@
+"""The low-CLIPScore claim on the attributions' own scale (issue 32 item 3): quartile
+verdicts on the share of words below ε and on the minimum attribution, and the wrong-image
+arm; each fires on a planted effect and stays quiet (or equivalent) without one."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fgclip import verdicts
+from fgclip.studies.clip4dm import scale as cscale
+from fgclip.studies.clip4dm.units import Margins
+
+MARGINS = Margins(share=0.03, rank=0.02, attr=0.1)
+
+
+def _units(effect: float, n=80, seeds=(0, 1, 2)):
+    """Shape foils whose share of flagged words and minimum attribution grow with the cosine
+    by ``effect`` (0: flat); ε = -0.01."""
+    frames = []
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        cos = rng.uniform(0.1, 0.5, n)
+        rank = np.argsort(np.argsort(cos)) / (n - 1)  # 0 .. 1 by cosine
+        frames.append(pd.DataFrame({"seed": s, "cluster": [f"{s}:{i}" for i in range(n)], "foil_type": "shape",
+                                    "cos": cos, "flagged": 0.2 + effect * rank,
+                                    "w_min": -0.01 * (1 + 5 * effect * rank)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_quartile_scale_verdicts_fire_on_a_planted_trend_and_not_without():
+    v = cscale.scale_quartile_verdicts(_units(0.5), ["shape"], -0.01, 0, MARGINS)
+    assert [x.claim for x in v] == [f"{cscale.FLAG} on shape foils by CLIPScore quartile",
+                                    f"{cscale.MIN_W} on shape foils by CLIPScore quartile"]
+    assert v[0].verdict == verdicts.A_BETTER and v[1].verdict == verdicts.B_BETTER  # more flagged, lower minimum
+    assert v[0].margin == 0.03 and v[1].margin == 0.1
+    flat = cscale.scale_quartile_verdicts(_units(0.0), ["shape"], -0.01, 0, MARGINS)
+    assert all(x.verdict == verdicts.EQUIVALENT for x in flat)
+    table = cscale.quartile_table(_units(0.0), ["shape"], -0.01, MARGINS)
+    assert list(table.columns) == ["Q1", "Q2", "Q3", "Q4"] and table.loc[f"shape | {cscale.MIN_W}"].tolist() == [-1.0] * 4
+    with pytest.raises(ValueError, match="ε = 0"):
+        cscale.scale_metrics(_units(0.0), 0.0, MARGINS)
+
+
+def test_derangement_moves_every_image():
+    images = [f"im{i}" for i in range(6)] * 2
+    d = cscale.derangement(images, np.random.default_rng(0))
+    assert sorted(d) == sorted(d.values()) == sorted(set(images)) and all(a != b for a, b in d.items())
+    assert d == cscale.derangement(images, np.random.default_rng(0))  # seeded
+    with pytest.raises(ValueError, match="at least 2 distinct images"):
+        cscale.derangement(["one", "one"], np.random.default_rng(0))
+
+
+def test_wrong_image_verdicts_fire_only_on_a_difference():
+    t = _units(0.0).assign(foil_type="original")
+    more = t.assign(**{"flagged|wrong": t.flagged + 0.2, "w_min|wrong": t.w_min - 0.01})
+    v = cscale.wrong_image_verdicts(more, -0.01, 0, MARGINS)
+    assert [x.arms for x in v] == [("wrong image", "own image")] * 2
+    assert v[0].verdict == verdicts.A_BETTER and v[1].verdict == verdicts.B_BETTER
+    assert v[1].difference == pytest.approx(-1.0)  # one |ε| lower
+    same = t.assign(**{"flagged|wrong": t.flagged, "w_min|wrong": t.w_min})
+    assert all(x.verdict == verdicts.EQUIVALENT for x in cscale.wrong_image_verdicts(same, -0.01, 0, MARGINS))

@@ -144,3 +144,28 @@ def test_square_features_point_into_the_original_image():
     px, py = argmax_point(heat, (40, 120))
     assert box[0] <= px <= box[2] and box[1] <= py <= box[3]
 
+
+
+def test_a_validation_split_without_known_positives_is_refused_naming_val_fraction():
+    from fgclip.studies.decoupling.data import check_validation_positives, split_validation
+
+    labels = np.zeros((40, 4), dtype=np.int64)
+    labels[np.arange(40), np.arange(40) % 4] = 1  # one positive per image, 10 per category
+    fit_idx, val_idx = split_validation(40, 0.05, 0)  # 2 validation images: 2 positives in all
+    with pytest.raises(ValueError, match="val_fraction.*10% known"):
+        check_validation_positives(labels, [0.1, 0.5], list(range(6)), val_idx)
+    check_validation_positives(labels, [0.9], [0], np.arange(40))  # 40 positives at 90%: fine
+
+
+def test_feature_cache_key_follows_the_weights():
+    import torch
+
+    from fgclip.studies.decoupling.features import feature_cache_path, weights_digest
+
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    assert weights_digest(a) != weights_digest(b)  # two random initialisations
+    assert weights_digest(torch.nn.BatchNorm1d(2).to(torch.bfloat16))  # 0-dim buffers and bf16 too
+    b.load_state_dict(a.state_dict())
+    assert weights_digest(a) == weights_digest(b)
+    path = lambda w: feature_cache_path("/c", "m", "none", "/d", "voc", "trainval", "T", w)  # noqa: E731
+    assert path(weights_digest(a)) != path(weights_digest(torch.nn.Linear(3, 2)))

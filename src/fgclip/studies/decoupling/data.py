@@ -135,6 +135,29 @@ def split_validation(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
+def check_validation_positives(labels: np.ndarray, proportions: list[float], seeds: list[int],
+                               val_idx: np.ndarray) -> None:
+    """Refuse, before any work, a validation split that has no known positive at some (ρ, seed):
+    the validation mAP that chooses lr and epochs would be undefined there. labels (N, C) of
+    the training split; the masks are those :func:`partial_label_draws` will draw."""
+    for sd in seeds:
+        for rho, known in known_masks(labels.shape, proportions, sd).items():
+            if not ((labels[val_idx] == 1) & known[val_idx]).any():
+                raise ValueError(
+                    f"val_fraction: the validation split ({len(val_idx)} training images) has no known positive "
+                    f"at {rho:.0%} known for seed {sd}, so the validation mAP that chooses lr and epochs is "
+                    "undefined; raise val_fraction (or n_train) or drop that proportion")
+
+
+def checked_validation_split(labels: np.ndarray, fraction: float, seed: int, proportions: list[float],
+                             seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`split_validation` of the training labels (N, C), refused at once by
+    :func:`check_validation_positives` when some (ρ, seed) leaves it without a known positive."""
+    fit_idx, val_idx = split_validation(len(labels), fraction, seed)
+    check_validation_positives(labels, proportions, seeds, val_idx)
+    return fit_idx, val_idx
+
+
 def partial_label_draws(labels: np.ndarray, proportions: list[float], seeds: list[int],
                         out_dir) -> tuple[dict, dict]:
     """Each training seed's nested known-label masks (:func:`fgclip.partial_labels.known_masks`),

@@ -54,11 +54,24 @@ def square_transform(preprocess):
     return T.Compose([square if t is resizes[0] else t for t in steps if t is not crops[0]])
 
 
+def weights_digest(module: torch.nn.Module) -> str:
+    """SHA-1 (12 hex digits) over the module's state (names, shapes, dtypes and values): two
+    randomly initialised models (``pretrained: none`` under different seeds) get different
+    digests, so their features never share a cache file."""
+    h = hashlib.sha1()
+    for name, t in module.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}{tuple(t.shape)}{t.dtype}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:12]
+
+
 def feature_cache_path(cache_dir, model: str, pretrained: str, data_root, data_format: str,
-                       split: str, transform) -> Path:
-    """A cache file named by everything the features depend on: model, weights, the data
+                       split: str, transform, weights: str = "") -> Path:
+    """A cache file named by everything the features depend on: model, weights (the name
+    ``pretrained`` and the digest ``weights`` of the values, :func:`weights_digest`), the data
     root (resolved), format, split and the image transform (hashed)."""
-    key = repr((model, str(pretrained), str(Path(data_root).resolve()), data_format, split,
+    key = repr((model, str(pretrained), weights, str(Path(data_root).resolve()), data_format, split,
                 repr(transform)))
     digest = hashlib.sha1(key.encode()).hexdigest()[:12]
     return Path(cache_dir) / f"{Path(model).stem}_{Path(str(pretrained)).stem}_{split}_{digest}.pt"
@@ -95,11 +108,12 @@ def frozen_features(clip, cache_dir, model: str, pretrained: str, root, data_for
                     paths: dict[str, list], device: str = "cpu") -> dict[str, Features]:
     """:class:`Features` of each split's image files (``paths[split]``) through the frozen
     CLIP and :func:`square_transform`, read from / written to a cache file per split
-    (:func:`feature_cache_path`, :func:`cached_features`)."""
-    transform = square_transform(clip.preprocess)
+    (:func:`feature_cache_path` with the image encoder's :func:`weights_digest`,
+    :func:`cached_features`)."""
+    transform, weights = square_transform(clip.preprocess), weights_digest(clip.model.visual)
     encode = lambda files: encode_image_files(clip, files, device=device, transform=transform)  # noqa: E731
     return {s: Features(*cached_features(feature_cache_path(
-        cache_dir, model, pretrained, root, data_format, s, transform), files, encode))
+        cache_dir, model, pretrained, root, data_format, s, transform, weights), files, encode))
         for s, files in paths.items()}
 
 

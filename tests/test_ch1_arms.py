@@ -155,13 +155,22 @@ def test_train_selected_chooses_on_validation_and_trains_fresh_seeds_at_the_choi
     grid = SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1), epochs=3, higher_is_better=False)
     period = ma.pass_steps(data, 4)
     assert period == 2
-    heads, sel = ma.train_selected(arms.main, data, grid, [0, 1, 2], period)
+    heads, sel, rec = ma.train_selected(arms.main, data, grid, [0, 1, 2], period)
+    assert rec["arm"] == sel.arm and rec["lr"] == sel.lr and rec["chosen_periods"] == sel.epochs
+    assert [len(rec["seeds"][s]["val"]) for s in (0, 1, 2)] == [3, 3, sel.epochs]  # fresh seeds: curves too
+    assert all(len(c["train"]) == len(c["val"]) for c in rec["seeds"].values())
+    assert [c["selection"] for c in rec["seeds"].values()] == [True, True, False]
+    # a fresh seed follows the run it would have had as a selection seed (no head, lr or batches carried over)
+    from fgclip.studies.maximage import replicas as rp
+    as_sel = rp.train_stacks(data.fit, data.val, BASE, grid.lrs, (0, 2), sel.epochs, period)
+    np.testing.assert_allclose(as_sel.curves[(sel.lr, 2)], rec["seeds"][2]["val"], rtol=1e-3)
+    torch.testing.assert_close(_params(as_sel.heads(sel.lr)[1]), _params(heads[2]), rtol=1e-3, atol=1e-4)
     assert len(heads) == 3 and sel.arm == "N-Pair MaxImage" and sel.lr in grid.lrs and 1 <= sel.epochs <= 3
     assert set(sel.curves) == set(grid.lrs) and all(len(c) == 2 and len(c[0]) == 3 for c in sel.curves.values())
     assert sel.score == pytest.approx(min(np.mean(c, axis=0).min() for c in sel.curves.values()))
     assert not torch.equal(_params(heads[0]), _params(heads[2]))
-    untrained, none = ma.train_selected(arms.untrained, data, grid, [1], period)
-    assert none is None and torch.equal(_params(untrained[0]), _params(make_heads(8, 6, 8, 1)))
+    untrained, none, no_curves = ma.train_selected(arms.untrained, data, grid, [1], period)
+    assert none is None and no_curves is None and torch.equal(_params(untrained[0]), _params(make_heads(8, 6, 8, 1)))
     table = ma.selection_table("vector", {"vector": 0.5}, 4, BASE, 0.05, "hull", 0.25, [sel], period)
     assert table["hyperparameter"].tolist()[0] == "lr, periods: N-Pair MaxImage"
     with pytest.raises(ValueError, match="higher_is_better"):

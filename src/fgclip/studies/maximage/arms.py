@@ -98,8 +98,17 @@ def train_arm(arm: Arm, data: Split, seeds: Sequence[int]) -> list[MaxImageHeads
     return out
 
 
-def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int],
-                   period: int) -> tuple[list[MaxImageHeads], Selection | None]:
+class Trained(NamedTuple):
+    """An arm's heads per seed, its selection (None when untrained) and every seed's curves:
+    {"arm", "lr", "chosen_periods", "seeds": {seed: {"train": [...], "val": [...],
+    "selection": bool}}} with the mean training loss of each period's batches and the
+    validation loss after it, at the chosen lr (None when untrained)."""
+    heads: list[MaxImageHeads]
+    selection: Selection | None
+    curves: dict | None
+
+
+def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int) -> Trained:
     """The arm's heads for each of ``seeds``, trained at the lr and number of periods that
     :func:`fgclip.train.selection.select_lr_epochs` picks (eq-selection) on the validation loss.
 
@@ -107,32 +116,40 @@ def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[
     for ``grid.epochs`` periods of ``period`` optimiser steps, its validation loss recorded
     after each; the selection seeds' own heads at the chosen (lr, period) are their
     evaluation heads, and every other seed trains afresh at that lr for that many periods
-    (no validation, no test split in sight). An untrained arm returns its initial heads and
-    no selection.
+    (the same heads, batches and steps it would have had as a selection seed; its
+    validation loss is recorded, never used). An untrained arm returns its initial heads.
     """
     if not arm.trained:
-        return [make_heads(data.fit.img.shape[1], data.fit.words.dim, arm.cfg.embed_dim, s, arm.cfg.score)
-                for s in seeds], None
+        return Trained([make_heads(data.fit.img.shape[1], data.fit.words.dim, arm.cfg.embed_dim, s, arm.cfg.score)
+                        for s in seeds], None, None)
     if grid.higher_is_better:
         raise ValueError("chapter 1 selects on the validation loss: the grid needs higher_is_better=False")
     run = train_stacks(data.fit, data.val, arm.cfg, grid.lrs, grid.seeds, grid.epochs, period,
                        shuffled=arm.shuffled, keep_states=True)
     sel = select_lr_epochs(arm.name, lambda lr, s, e: run.curves[(lr, s)][:e], grid)
     heads = {s: h.cpu() for s, h in zip(grid.seeds, run.heads(sel.lr, sel.epochs))}
+    curves = {s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": True}
+              for s in grid.seeds}
     fresh = [s for s in seeds if s not in heads]
     if fresh:
-        more = train_stacks(data.fit, None, replace(arm.cfg, lr=sel.lr), [sel.lr], fresh, sel.epochs, period,
+        more = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], fresh, sel.epochs, period,
                             shuffled=arm.shuffled)
         heads |= dict(zip(fresh, more.heads(sel.lr)))
-    return [heads[s] for s in seeds], sel
+        curves |= {s: {"train": more.train_curves[(sel.lr, s)], "val": more.curves[(sel.lr, s)], "selection": False}
+                   for s in fresh}
+    record = {"arm": arm.name, "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": {s: curves[s] for s in seeds}}
+    return Trained([heads[s] for s in seeds], sel, record)
 
 
 def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int,
-                 log: list[Selection]) -> list[MaxImageHeads]:
-    """:func:`train_selected`, its selection appended to ``log`` (a trained arm's): the heads."""
-    heads, sel = train_selected(arm, data, grid, seeds, period)
+                 log: list[Selection], curves: list[dict] | None = None) -> list[MaxImageHeads]:
+    """:func:`train_selected`, its selection appended to ``log`` and its per-seed curves to
+    ``curves`` (a trained arm's): the heads."""
+    heads, sel, record = train_selected(arm, data, grid, seeds, period)
     if sel is not None:
         log.append(sel)
+        if curves is not None:
+            curves.append(record)
     return heads
 
 

@@ -138,14 +138,16 @@ def stacked_losses(heads: StackedHeads, img: torch.Tensor, batch: StackBatch, cf
 @dataclass
 class StackRun:
     """What :func:`train_stacks` returns: per (lr, seed) the validation loss after each period
-    (empty without a validation split), per period the state of every stack (when kept), the
-    final stacks, and the loop's history (loss summed over replicas)."""
+    (empty without a validation split) and the mean training loss of each period's batches,
+    per period the state of every stack (when kept), the final stacks, and the loop's
+    history (loss summed over replicas)."""
     lrs: tuple[float, ...]
     seeds: tuple[int, ...]
     curves: dict[tuple[float, int], list[float]]
     snapshots: list[list[dict[str, torch.Tensor]]]
     stacks: list[StackedHeads]
     history: list[dict] = field(default_factory=list)
+    train_curves: dict[tuple[float, int], list[float]] = field(default_factory=dict)
 
     def heads(self, lr: float, period: int | None = None) -> list[MaxImageHeads]:
         """The heads of every seed at ``lr`` after ``period`` periods (1-based; None: the last)."""
@@ -187,13 +189,22 @@ def train_stacks(fit: Split, val: Split | None, cfg: TrainConfig, lrs: Sequence[
         firsts = [caption_batches(links(val, s), cfg.batch_size, 0)() for s in seeds]
         val_batches = [stack_batch(group, val.words, ids(val)) for group in zip(*firsts)]
     curves: dict[tuple[float, int], list[float]] = {(lr, s): [] for lr in lrs for s in seeds}
+    train_curves: dict[tuple[float, int], list[float]] = {(lr, s): [] for lr in lrs for s in seeds}
     snapshots: list[list[dict[str, torch.Tensor]]] = []
+    running: list[torch.Tensor] = []  # this period's per-replica training losses, (len(lrs), S) per step
 
     def batch_loss(batch: StackBatch) -> dict[str, torch.Tensor]:
-        return {"loss": sum(stacked_losses(h, fit.img, batch, cfg).sum() for h in stacks)}
+        losses = [stacked_losses(h, fit.img, batch, cfg) for h in stacks]
+        running.append(torch.stack([x.detach().float() for x in losses]))
+        return {"loss": sum(x.sum() for x in losses)}
 
     @torch.no_grad()
     def after_period(row: dict) -> bool:
+        mean = torch.stack(running).mean(dim=0).tolist()  # (len(lrs), S)
+        running.clear()
+        for i, lr in enumerate(lrs):
+            for j, s in enumerate(seeds):
+                train_curves[(lr, s)].append(mean[i][j])
         for lr, h in zip(lrs, stacks):
             if val_batches:
                 n = sum(b.images.shape[1] for b in val_batches)
@@ -212,4 +223,4 @@ def train_stacks(fit: Split, val: Split | None, cfg: TrainConfig, lrs: Sequence[
     finite = [x for c in curves.values() for x in c if np.isfinite(x)]
     worst = max(finite) if finite else 0.0
     curves = {k: [x if np.isfinite(x) else worst for x in c] for k, c in curves.items()}
-    return StackRun(lrs, seeds, curves, snapshots, stacks, history)
+    return StackRun(lrs, seeds, curves, snapshots, stacks, history, train_curves)

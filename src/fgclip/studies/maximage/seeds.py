@@ -1,0 +1,70 @@
+"""Chapter 1's training seeds one by one: which seed of which arm scores below a
+caption-blind floor, said in a sentence that names it with what is known of its cause.
+
+A seed of a trained arm is *below the floor* when its mean pointing accuracy over the kept
+test phrases is below the random point's (the exact expectation, the same for every seed)
+or below the caption-blind saliency of the same seed. For each such seed the sentence adds
+the same seed's untrained heads (how much its random initialisation already decides where
+its maps peak) and, where its curves were recorded, its last validation loss beside the
+arm's other seeds'.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
+                random: str = "random point", saliency: str = "caption-blind saliency") -> list[dict]:
+    """One record per (arm, seed) below a floor: {"arm", "seed", "accuracy", "random",
+    "saliency", "floors": the names of the floors it is below}. ``scores``: arm ->
+    (n_seeds, n_kept) per-phrase hits, rows in the order of ``seeds``."""
+    missing = [a for a in (*arms, random, saliency) if a not in scores]
+    if missing:
+        raise KeyError(f"below_floor: no scores for {missing}")
+    for a in (*arms, random, saliency):
+        if len(scores[a]) != len(seeds):
+            raise ValueError(f"below_floor: arm {a!r} has {len(scores[a])} seed rows, seeds has {len(seeds)}")
+    rnd, sal = scores[random].mean(axis=1), scores[saliency].mean(axis=1)
+    out = []
+    for a in arms:
+        for j, s in enumerate(seeds):
+            x = float(scores[a][j].mean())
+            floors = [name for name, f in ((random, rnd[j]), (f"{saliency} of seed {s}", sal[j])) if x < f]
+            if floors:
+                out.append({"arm": a, "seed": int(s), "accuracy": x, "random": float(rnd[j]),
+                            "saliency": float(sal[j]), "floors": floors})
+    return out
+
+
+def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
+    """seed -> the validation loss at the arm's chosen period (the heads it evaluates), from
+    :func:`~fgclip.studies.maximage.arms.train_selected`'s curve records ({} if none)."""
+    for rec in curves:
+        if rec["arm"] == arm:
+            k = rec["chosen_periods"]
+            return {int(s): float(c["val"][k - 1]) for s, c in rec["seeds"].items() if len(c["val"]) >= k}
+    return {}
+
+
+def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
+                  curves: Sequence[dict] = (), untrained: str = "untrained heads") -> list[str]:
+    """A sentence per (arm, seed) below a floor (:func:`below_floor`), or one saying none is."""
+    rows = below_floor(scores, seeds, arms)
+    if not rows:
+        return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
+    out = []
+    for r in rows:
+        j = list(seeds).index(r["seed"])
+        why = [f"{r['arm']}, seed {r['seed']}: {r['accuracy']:.3f}, below " + " and ".join(
+            f"{f} ({r['random'] if f == 'random point' else r['saliency']:.3f})" for f in r["floors"])]
+        if untrained in scores:
+            why.append(f"the same seed's untrained heads score {scores[untrained][j].mean():.3f}")
+        val = last_val_losses(curves, r["arm"])
+        if r["seed"] in val and len(val) > 1:
+            others = [v for s, v in val.items() if s != r["seed"]]
+            why.append(f"its validation loss {val[r['seed']]:.3f} against {min(others):.3f}-{max(others):.3f} "
+                       "for the arm's other seeds")
+        out.append("; ".join(why))
+    return out

@@ -333,9 +333,10 @@ print(f"tied minima broken at random: {ties} of {len(units)} captions")
 
 # %% [markdown]
 # Where the most negative word falls, per foil type, explains a low LA that is not a
-# labelling error: if one word class (here, possibly the shape nouns) draws the most negative
-# attribution whether or not it is wrong, a foil in another class is found only when it is
-# more negative still. The position control below tests that prior on each type's slot.
+# labelling error: if one word class draws the most negative attribution whether or not it
+# is wrong, a foil in another class is found only when it is more negative still. The table
+# gives, per foil type (and on the originals), the share of captions whose most negative word
+# has each role; the position control below tests such a prior on each type's slot.
 
 # %%
 roles = cfind.roles_by_type(units)
@@ -516,8 +517,8 @@ widget.show()
 # Each row is one comparison this chapter states in words (the `verdicts` of its
 # `ch2.json`): the difference A − B and its interval, coloured by the outcome
 # ({func}`fgclip.viz.verdicts.forest_plot`). The shaded band is the share margin
-# (`margin_share`); rows of rank scores are judged against `margin_rank`, as their tables
-# say. A row whose interval lies inside its margin is equivalent; one that crosses zero but
+# (`margin_share`); rows of rank scores are judged against `margin_rank` and rows of
+# minimum attributions against `margin_attr`, as their tables say. A row whose interval lies inside its margin is equivalent; one that crosses zero but
 # reaches beyond the margin is one the chapter cannot tell at this size.
 
 # %%

@@ -17,7 +17,10 @@ split.
 * :mod:`~fgclip.studies.clip4dm.pairs`: each foil paired with its own original (the paired
   score comparison, the original's word at the foil's slot);
 * :mod:`~fgclip.studies.clip4dm.controls`: the planted positive and the position negative
-  control, both on LA itself;
+  control (on every foil type's slot), both on LA itself;
+* :mod:`~fgclip.studies.clip4dm.scale`: the low-CLIPScore test on the attributions' own scale
+  (share of words below ε, minimum attribution) and the wrong-image arm;
+* :mod:`~fgclip.studies.clip4dm.findings`: the closing findings and the results record;
 * :mod:`~fgclip.studies.clip4dm.speed`: CLIP4DM against leave-one-word-out, timed and in FLOPs.
 
 The paper's equations are in :mod:`fgclip.methods.clip4dm`.

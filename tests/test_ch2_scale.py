@@ -58,3 +58,20 @@ def test_wrong_image_verdicts_fire_only_on_a_difference():
     assert v[1].difference == pytest.approx(-1.0)  # one |ε| lower
     same = t.assign(**{"flagged|wrong": t.flagged, "w_min|wrong": t.w_min})
     assert all(x.verdict == verdicts.EQUIVALENT for x in cscale.wrong_image_verdicts(same, -0.01, 0, MARGINS))
+
+
+def test_findings_families_and_the_relation_note():
+    from fgclip.studies.clip4dm import findings as cfind
+    one = [verdicts.compare([0.5] * 3, [0.4] * 3, claim="c", arms=("a", "b"), unit="u", margin=0.03)]
+    fam = {name: one for name in cfind.FAMILIES}
+    assert len(cfind.all_verdicts(fam)) == len(cfind.FAMILIES)
+    with pytest.raises(ValueError, match="verdict families"):
+        cfind.all_verdicts({k: w for k, w in fam.items() if k != "scale"})
+    units = pd.DataFrame({"foil_type": ["relation", "relation", "original", "shape"],
+                          "role": ["shape", "relation/position", "shape", "shape"]})
+    roles = cfind.roles_by_type(units)
+    assert roles.loc["relation", "shape"] == 0.5 and roles.loc["original", "shape"] == 1.0
+    note = cfind.relation_note(roles, {"relation": 0.25})
+    assert note == ("on relation foils the most negative word is a shape word in 0.500 of captions and a relation "
+                    "word in 0.500; LA there is 0.250")
+    assert cfind.relation_note(roles.drop(index="relation"), {}) == "no relation foils in this run"

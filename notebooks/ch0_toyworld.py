@@ -76,12 +76,13 @@ import torch
 from IPython.display import Markdown, display
 
 from fgclip.datasets import read_coco_split
-from fgclip.evaluation import pair_retrieval, retrieval_metrics, shape_classification
+from fgclip.evaluation import held_out, held_out_intervals, held_out_metrics, pair_retrieval, shape_classification
 from fgclip.reporting import shown, write_results
 from fgclip.models import create_clip, load_image_batch
 from fgclip.models.factory import NO_WEIGHTS
 from fgclip.seeding import seed_everything
 from fgclip.studies import stage as st
+from fgclip.studies import stage_report as sr
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
 from fgclip.toyworld.cache import toy_export
 from fgclip.toyworld.export import export_coco, load_toyworld_meta
@@ -214,16 +215,21 @@ display(results.style.format("{:.3f}"))
 # one-object scenes) their pretraining run measured when it ended; if the numbers recomputed
 # here differ from the run's record by more than `tolerance`, the chapter stops: the
 # checkpoint is not the one the record describes. `toy-vit` serves chapters 1 and 2,
-# `toy-rn` chapters 3 and 4.
+# `toy-rn` chapters 3 and 4. Each target is judged with a 95% percentile bootstrap over the
+# held-out scenes ({func}`fgclip.evaluation.held_out_intervals`: each target's metric
+# recomputed on scenes drawn with replacement): met when the whole interval reaches the target, missed when it lies
+# below, too close to call when it straddles it ({mod}`fgclip.studies.stage_report`).
 
 # %%
 is_toy = meta is not None and stage
 if is_toy:
     stage_clips = {m: create_clip(m, pretrained="toy", device=device) for m in ("toy-vit", "toy-rn")}
-    stage_metrics = {m: retrieval_metrics(c, world, precision="fp32", **STAGE_EVAL) for m, c in stage_clips.items()}
-    drift = {m: st.check_recorded(m, c.checkpoint_info.get("test_metrics", {}), stage_metrics[m], tolerance)
+    embedded = {m: held_out(c, world, precision="fp32", **STAGE_EVAL) for m, c in stage_clips.items()}
+    stage_metrics = {m: held_out_metrics(h) for m, h in embedded.items()}
+    intervals = {m: held_out_intervals(h, sr.target_keys(m), seed=seed) for m, h in embedded.items()}
+    drift = {m: sr.check_recorded(m, c.checkpoint_info.get("test_metrics", {}), stage_metrics[m], tolerance)
              for m, c in stage_clips.items()}
-    display(pd.DataFrame(stage_metrics).T.drop(columns=["n"]).style.format("{:.3f}"))
+    display(pd.DataFrame(stage_metrics).T.style.format("{:.3f}"))
 else:
     print("the stage is measured on the toy world with the committed toy CLIPs only (stage=False or real data)")
 
@@ -268,9 +274,9 @@ if is_toy:
     ceiling = pd.DataFrame(ceiling_rows)
     display(ceiling.set_index(["reader", "model"]).style.format("{:.3f}"))
     fig = plot_ceiling(ceiling, st.TASKS)
-    headroom = pd.DataFrame(st.headroom_rows(ceiling_rows))
+    headroom = pd.DataFrame(sr.headroom_rows(ceiling_rows))
     display(headroom.set_index(["chapter", "task", "model"]).style.format("{:.3f}"))
-    targets = pd.DataFrame(st.target_rows(stage_metrics, ceiling_rows))
+    targets = pd.DataFrame(sr.target_rows(stage_metrics, ceiling_rows, intervals))
     display(targets)
     fig = plot_selection_curves(stage_selection[:1], "the oracle's validation loss (chosen: star)")
     display(pd.DataFrame([f.to_dict() for f in stage_selection[1:]]).set_index("arm"))
@@ -316,12 +322,12 @@ else:
     facts[0] += (f" Zero-shot shape classification reaches **{r['zero-shot shape acc.']:.1%}** (chance "
                  f"{1 / len(world.categories):.1%}).")
 if is_toy:
-    facts += [st.target_sentence(targets), st.headroom_sentence(headroom), st.reader_caveats(stage_selection, headroom)]
+    facts += [sr.target_sentence(targets), sr.headroom_sentence(headroom), sr.reader_caveats(stage_selection, headroom)]
 display(Markdown("```{admonition} What we found (seed " + str(seed) + ")\n:class: tip\n" +
                  "\n".join(f"- {f}" for f in facts) + "\n```"))
 write_results(results_path, {"seed": seed, "n_images": len(records), "verdicts": [],
                              "metrics": results.to_dict(orient="index"), **({"categories": present} if real else {}),
-                             **({"stage": stage_metrics, "recorded_drift": drift, "ceiling": ceiling_rows,
-                                 "headroom": headroom.to_dict(orient="records"), "targets": targets.to_dict(orient="records"),
+                             **({"stage": stage_metrics, "stage_intervals": intervals, "recorded_drift": drift,
+                                 "ceiling": ceiling_rows, "headroom": headroom.to_dict(orient="records"), "targets": targets.to_dict(orient="records"),
                                  "selection": [x.to_dict() for x in stage_selection]} if is_toy else {})},
               chapter="ch0");  # the returned path (this machine's folders) stays off the page

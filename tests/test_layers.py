@@ -21,8 +21,8 @@ MAX_LINES = 400
 # ("studies.maximage"); "" is the package root (its __init__: the version).
 LAYERS: list[tuple[str, list[str]]] = [
     ("entry points", ["__main__", "runner", "replication"]),
-    ("studies", ["studies", "studies.stage", "studies.maximage", "studies.clip4dm", "studies.for_retrieval",
-                 "studies.decoupling"]),
+    ("studies", ["studies", "studies.stage", "studies.stage_report", "studies.maximage", "studies.clip4dm",
+                 "studies.for_retrieval", "studies.decoupling"]),
     ("presentation", ["viz", "reporting"]),
     ("loops and methods", ["train", "methods"]),
     ("evaluation", ["evaluation"]),
@@ -32,7 +32,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("files", ["fileio", ""]),
 ]
 # the command line is the runner's front end; make replicate runs chapters through the runner
-ALLOWED_SIDEWAYS = {("__main__", "runner"), ("__main__", "replication"), ("replication", "runner")}
+ALLOWED_SIDEWAYS = {("__main__", "runner"), ("__main__", "replication"), ("replication", "runner"),
+                    ("studies.stage_report", "studies.stage")}  # chapter 0's report reads its task names
 
 
 def module_names(package: Path) -> dict[str, Path]:

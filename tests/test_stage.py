@@ -9,7 +9,7 @@ from torch import nn
 from fgclip.losses.ranking import npair_loss, same_text_mask
 from fgclip.models import create_clip
 from fgclip.models.attention import first_query_attention_pool, set_first_query_pooling
-from fgclip.studies import stage
+from fgclip.studies import stage, stage_report
 from fgclip.toyworld import NEVER_DRAWN, SHAPES, ToyWorldConfig, generate
 from fgclip.train.pretrain import MaskedClipLoss
 from fgclip.train.selection import SelectionGrid, select_lr_epochs
@@ -175,12 +175,12 @@ def test_task_scores_of_a_perfect_reader_are_one_and_of_a_constant_reader_are_lo
 
 def test_check_recorded_fails_loudly_naming_the_metric_beyond_the_tolerance():
     recorded = {"i2t_R@1": 0.90, "zero_shot_shape_acc": 0.95, "n": 1000}
-    drift = stage.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.91, "zero_shot_shape_acc": 0.94, "n": 1000})
+    drift = stage_report.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.91, "zero_shot_shape_acc": 0.94, "n": 1000})
     assert drift == pytest.approx({"i2t_R@1": 0.01, "zero_shot_shape_acc": -0.01})
     with pytest.raises(ValueError, match=r"toy-rn: .*zero_shot_shape_acc 0\.950 -> 0\.920"):
-        stage.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.90, "zero_shot_shape_acc": 0.92}, tolerance=0.02)
+        stage_report.check_recorded("toy-rn", recorded, {"i2t_R@1": 0.90, "zero_shot_shape_acc": 0.92}, tolerance=0.02)
     with pytest.raises(ValueError, match="records no test_metrics"):
-        stage.check_recorded("toy-vit", {}, {"i2t_R@1": 0.5})
+        stage_report.check_recorded("toy-vit", {}, {"i2t_R@1": 0.5})
 
 
 def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
@@ -213,10 +213,10 @@ def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
                          {"task": "t2", "model": "m", "oracle": 0.1, "zero-shot": 0.5}])
     sels = [SimpleNamespace(arm="oracle", converged=True), SimpleNamespace(arm="probe", converged=False),
             SimpleNamespace(arm="edgy probe", converged=True, at_edge=True)]
-    text = stage.reader_caveats(sels, rows)
+    text = stage_report.reader_caveats(sels, rows)
     assert "probe" in text and "oracle below zero-shot" in text and "t2 (m)" in text and "t1" not in text
     assert "edge of its grid: edgy probe" in text
-    fine = stage.reader_caveats(sels[:1], rows.iloc[:1])
+    fine = stage_report.reader_caveats(sels[:1], rows.iloc[:1])
     assert fine.startswith("Every reader converged")
 
 

@@ -1,14 +1,14 @@
 """Zero-shot evaluation of a CLIP on held-out toy scenes: retrieval and classification."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from .metrics import accuracy, recall_at_k
 from .metrics.multilabel import mean_average_precision
-from .metrics.object_retrieval import per_category_ap
+from .metrics.object_retrieval import average_precision_at_k, per_category_ap
 from .models import Clip, encode_image_rows
 from .toyworld import Scene, ToyWorldConfig, generate
 from .precision import autocast_context
@@ -56,9 +56,19 @@ def pair_retrieval(clip: Clip, images: np.ndarray | torch.Tensor, texts: list[st
     """
     img = (encode_images(clip, images, precision=precision) if image_features is None else image_features).cpu()
     txt = encode_texts(clip, texts, precision=precision).cpu()
-    sim = img @ txt.T  # (N images, N captions)
+    return pair_recall(img, txt, text_ids(texts))
+
+
+def text_ids(texts: list[str]) -> torch.Tensor:
+    """(N,) one integer per distinct string: equal ids mark captions that are the same text."""
     codes = {t: i for i, t in enumerate(sorted(set(texts)))}
-    ids = torch.tensor([codes[t] for t in texts])
+    return torch.tensor([codes[t] for t in texts])
+
+
+def pair_recall(img: torch.Tensor, txt: torch.Tensor, ids: torch.Tensor) -> dict[str, float]:
+    """R@1/5/10 both ways from (N, D) image and text embeddings of aligned pairs; text j is
+    relevant to image i when ids[i] == ids[j]."""
+    sim = img @ txt.T  # (N images, N captions)
     relevant = ids[:, None] == ids[None, :]
     i2t, t2i = recall_at_k(sim, relevant), recall_at_k(sim.T, relevant.T)
     return {**{f"i2t_R@{k}": v for k, v in i2t.items()}, **{f"t2i_R@{k}": v for k, v in t2i.items()}}
@@ -85,9 +95,14 @@ def category_zero_shot(clip: Clip, scenes: list[Scene], categories: tuple[str, .
     """
     if image_features is None:  # the scenes' embeddings (N, D), unless the caller already has them
         image_features = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)
-    img = image_features.cpu()  # (N, D)
     txt = encode_texts(clip, [template.format(c) for c in categories], precision=precision).cpu()  # (C, D)
     targets = torch.tensor([[c in s.labels for c in categories] for s in scenes], dtype=torch.long)  # (N, C)
+    return category_scores(image_features.cpu(), txt, targets)
+
+
+def category_scores(img: torch.Tensor, txt: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """Multi-label mAP and retrieval AP@50 of s = img @ txt.T, (N, D) x (C, D), against (N, C)
+    0/1 targets, over the categories with at least one positive among the N images."""
     has_pos = targets.sum(0) > 0
     scores = img @ txt.T  # (N, C)
     ap50 = per_category_ap(txt[has_pos], img[:, None], targets.T[has_pos].bool())["AP@50 min(50,R)"]
@@ -95,18 +110,96 @@ def category_zero_shot(clip: Clip, scenes: list[Scene], categories: tuple[str, .
             "zero_shot_retrieval_AP@50": float(ap50.mean())}
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """What :func:`retrieval_metrics` scores, embedded once: n scenes (images, their captions,
+    their category labels) and n one-object scenes, with the category names' embeddings."""
+    images: torch.Tensor  # (n, D)
+    captions: torch.Tensor  # (n, D), caption 0 of each scene
+    caption_ids: torch.Tensor  # (n,), equal for identical caption strings
+    labels: torch.Tensor  # (n, C) 0/1: category c is in scene n
+    names: torch.Tensor  # (C, D), "a {category}"
+    single: torch.Tensor  # (n1, D), the one-object scenes
+    single_class: torch.Tensor  # (n1,), their category index
+
+
+def held_out(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = "test",
+             precision: str = "fp32") -> HeldOut:
+    """Embed ``n`` scenes of ``split`` (1..max objects) and ``n`` one-object scenes (seed + 1)."""
+    scenes = generate(world, n, seed=seed, split=split)
+    single = generate(replace(world, min_objects=1, max_objects=1), n, seed=seed + 1, split=split)
+    texts = [s.captions[0].text for s in scenes]
+    cats = world.categories
+    return HeldOut(encode_images(clip, np.stack([s.image for s in scenes]), precision=precision).cpu(),
+                   encode_texts(clip, texts, precision=precision).cpu(), text_ids(texts),
+                   torch.tensor([[c in s.labels for c in cats] for s in scenes], dtype=torch.long),
+                   encode_texts(clip, [f"a {c}" for c in cats], precision=precision).cpu(),
+                   encode_images(clip, np.stack([s.image for s in single]), precision=precision).cpu(),
+                   torch.tensor([cats.index(s.objects[0].category) for s in single]))
+
+
+def held_out_metrics(h: HeldOut, rows: torch.Tensor | None = None,
+                     single_rows: torch.Tensor | None = None) -> dict[str, float]:
+    """Caption retrieval, the category scores and zero-shot shape accuracy of ``h``, on the
+    scenes ``rows`` and one-object scenes ``single_rows`` (a bootstrap's resample; all if None)."""
+    r = torch.arange(len(h.images)) if rows is None else rows
+    r1 = torch.arange(len(h.single)) if single_rows is None else single_rows
+    return {**pair_recall(h.images[r], h.captions[r], h.caption_ids[r]),
+            **category_scores(h.images[r], h.names, h.labels[r]),
+            "zero_shot_shape_acc": accuracy(h.single[r1] @ h.names.T, h.single_class[r1])}
+
+
+HELD_OUT_KEYS = ("i2t_R@1", "zero_shot_shape_acc", "zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50")
+
+
+def held_out_intervals(h: HeldOut, keys: tuple[str, ...] = HELD_OUT_KEYS, n_boot: int = 1000, seed: int = 0,
+                       level: float = 0.95, chunk: int = 100) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap intervals over the held-out scenes (which scenes were drawn is the
+    noise): -> {key: (low, high)} at ``level`` for those of :data:`HELD_OUT_KEYS` in ``keys``
+    (i2t R@1, zero-shot shape accuracy, mAP and retrieval AP@50).
+
+    R@1 and shape accuracy resample the queries (each query's hit on the whole gallery of n
+    captions or C names; resampling the caption gallery too would repeat distractors and make
+    the task easier). mAP and AP@50 rank images, so their resample draws n scenes with
+    replacement as the gallery and recomputes AP per category (categories without a positive
+    among the drawn scenes left out, as for the point value), with
+    :func:`~fgclip.metrics.object_retrieval.average_precision_at_k`: full AP there is
+    torchmetrics' AP wherever scores do not tie (a test), and a duplicated scene ties only
+    with itself.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    top = (h.images @ h.captions.T).topk(1, dim=1).indices[:, 0]  # (n,) each image's best caption, as recall_at_k
+    i2t_hit = (h.caption_ids[top] == h.caption_ids).float()  # (n,)
+    shape_hit = ((h.single @ h.names.T).argmax(1) == h.single_class).float()  # (n1,), as accuracy
+    scores, labels = h.images @ h.names.T, h.labels.bool()  # (n, C)
+    n, c = scores.shape
+    draws: dict[str, list[torch.Tensor]] = {"i2t_R@1": [], "zero_shot_shape_acc": [], "zero_shot_multilabel_mAP": [],
+                                            "zero_shot_retrieval_AP@50": []}
+    for start in range(0, n_boot, chunk):  # a chunk of resamples at once: (b, C, n) galleries
+        b = min(chunk, n_boot - start)
+        rows = torch.randint(n, (b, n), generator=gen)  # (b, n)
+        draws["i2t_R@1"].append(i2t_hit[rows].mean(1))
+        draws["zero_shot_shape_acc"].append(shape_hit[torch.randint(len(shape_hit), (b, len(shape_hit)),
+                                                                    generator=gen)].mean(1))
+        if not {"zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50"} & set(keys):
+            continue  # the ranking metrics cost a sort per category and resample: only when asked
+        s = scores[rows].transpose(1, 2).reshape(b * c, n)  # (b C, n)
+        t = labels[rows].transpose(1, 2).reshape(b * c, n)
+        keep = t.any(1).view(b, c).float()  # categories with a positive among the drawn scenes
+        for key, ap in (("zero_shot_multilabel_mAP", average_precision_at_k(s, t)),
+                        ("zero_shot_retrieval_AP@50", average_precision_at_k(s, t, 50, "min_k_r"))):
+            draws[key].append((ap.view(b, c) * keep).sum(1) / keep.sum(1))
+    tail = (1 - level) / 2
+    return {k: (float(np.quantile(torch.cat(draws[k]).numpy(), tail)),
+                float(np.quantile(torch.cat(draws[k]).numpy(), 1 - tail))) for k in keys}
+
+
 def retrieval_metrics(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = "test",
                       precision: str = "fp32") -> dict[str, float]:
     """The toy CLIP's headline numbers on ``n`` held-out scenes of ``split``: caption
     retrieval and zero-shot category recognition on scenes of 1..max objects, zero-shot
     shape accuracy on ``n`` one-object scenes (seed + 1)."""
-    scenes = generate(world, n, seed=seed, split=split)
-    single = generate(replace(world, min_objects=1, max_objects=1), n, seed=seed + 1, split=split)
-    img = encode_images(clip, np.stack([s.image for s in scenes]), precision=precision)  # (n, D), encoded once
-    metrics = caption_retrieval(clip, scenes, precision, img)
-    metrics.update(category_zero_shot(clip, scenes, world.categories, precision=precision, image_features=img))
-    metrics["zero_shot_shape_acc"] = shape_classification(clip, single, world.categories,
-                                                          precision=precision)
+    metrics = held_out_metrics(held_out(clip, world, n, seed, split, precision))
     metrics["n"] = n
     metrics["chance_shape_acc"] = 1.0 / len(world.categories)
     return metrics

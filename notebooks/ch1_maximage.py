@@ -101,7 +101,7 @@ from fgclip.seeding import seed_everything
 from fgclip.studies.maximage import arms as ma, bias as mb, data as mdata, evaluation as ev, figures as mfig, heads as mh, seeds as msd
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
-from fgclip.viz import forest_plot, localization as loc, set_style, selection as vsel
+from fgclip.viz import forest_plot, set_style, selection as vsel
 
 set_style()
 seed_everything(seed)
@@ -132,8 +132,7 @@ display(show_source(mx.colocalization_volume))
 # %%
 v = torch.tensor([[[[1.0, 0.0]], [[0.0, 1.0]]], [[[2.0, 1.0]], [[0.0, 0.0]]]])  # (Bi=2, E=2, h=1, w=2)
 t = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [9.0, 9.0]]])  # (Bt=2, L=2, E=2); t[1, 1] is padding
-m = mx.colocalization_volume(v, t)
-print(f"v {tuple(v.shape)}, t {tuple(t.shape)} -> m {tuple(m.shape)} (images, captions, cells, words)")
+print(f"v {tuple(v.shape)}, t {tuple(t.shape)} -> m {tuple((m := mx.colocalization_volume(v, t)).shape)} (images, captions, cells, words)")
 assert m[1, 0, 0, 0] == 2.0
 
 # %% [markdown]
@@ -269,8 +268,7 @@ def load(root_: Path, n_tr: int = n_train, n_te: int = n_test, clip_=None) -> ma
 
 
 world, clip = ToyWorldConfig(), create_clip(model, pretrained=pretrained, device=device)
-root = mdata.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test})  # or its toy export
-data = load(root)
+data = load(root := mdata.flickr_data_root(data_root, world, seed, {train_split: n_train, test_split: n_test}))  # or its toy export
 print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.sizes()}; {len(data.test.corpus.phrases)} test phrases with boxes; captions cut to the context: "
       f"{data.test.n_truncated} (phrases dropped: {data.test.n_dropped})")
 
@@ -292,6 +290,47 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # point** (its exact expectation, the box coverage, beside one draw); the model's own
 # **caption-blind saliency**, the argmax of the mean of all word maps of all the image's
 # captions; and the **untrained heads**.
+#
+# In symbols: phrase $k$ of image $i$ has boxes $B_k$ $(x_0, y_0, x_1, y_1)$ on an $H \times W$
+# image, and a map of $h \times w$ cells points at the centre of its argmax cell $(r, c)$,
+# $p = \big((c + \tfrac12) W/w,\ (r + \tfrac12) H/h\big)$. The trial is a hit when
+#
+# $$
+# \text{hit}(p, B_k) = \mathbb{1}\big[\exists\, b \in B_k:\ x_0(b) \le p_x < x_1(b),\ y_0(b) \le p_y < y_1(b)\big]
+# $$ (eq-pointing-hit)
+#
+# and a phrase is a trial at all when the enclosing hull of its boxes covers at least
+# `min_box_area` of the image,
+#
+# $$
+# \frac{(\max_{b \in B_k} x_1(b) - \min_{b \in B_k} x_0(b))\,(\max_{b \in B_k} y_1(b) - \min_{b \in B_k} y_0(b))}{H W} \ \ge\ \texttt{min\_box\_area}
+# $$ (eq-hull-filter)
+#
+# With $O_i$ the objects of image $i$ and $c(o)$ the centre of object $o$'s box, the
+# object pointer scores each phrase by its exact expectation
+#
+# $$
+# E_k = \frac{1}{|O_i|} \sum_{o \in O_i} \text{hit}(c(o), B_k)
+# $$ (eq-object-pointer)
+#
+# A check on a hand-sized 40×40 image with two boxes, the top-left quarter and the
+# bottom-right one: a point at $x = 19.9$ is inside the first box and one at $x = 20$ is not
+# (half-open edges); the hull of the two boxes is the whole image while their union is half
+# of it; and on an 8×8 grid (cells of 5 pixels) the centre cells are the middle 2×2, the
+# pixels from 15 to 25, so a point at (19, 19) lies in them and one at (12, 19) does not.
+
+# %%
+display(show_source(ev.pointing_hit, ev.AREA_RULES["hull"], ev.object_pointer_expectation))
+hw, star, moon = (40, 40), (0, 0, 20, 20), (20, 20, 40, 40)  # (H, W) and two boxes (x0, y0, x1, y1)
+assert ev.pointing_hit((19.9, 5), [star], hw) and not ev.pointing_hit((20, 5), [star], hw) and ev.AREA_RULES["hull"]([star, moon], hw) == 1.0 == 2 * ev.AREA_RULES["union"]([star, moon], hw)
+assert ev.in_centre_cells([(19, 19), (12, 19)], [hw] * 2, (8, 8)).tolist() == [1.0, 0.0]  # centre cells of an 8x8 grid
+
+# %% [markdown]
+# | equation | function | test |
+# |---|---|---|
+# | {eq}`eq-pointing-hit` | {func}`fgclip.metrics.pointing.pointing_hit` | `tests/test_ch1_pointing.py::test_pointing_hit_inside_outside_and_tolerance` |
+# | {eq}`eq-hull-filter` | {func}`fgclip.metrics.pointing.hull_coverage` | `tests/test_ch1_protocol.py::test_hull_filter_keeps_what_the_union_skips` |
+# | {eq}`eq-object-pointer` | {func}`fgclip.studies.maximage.evaluation.object_pointer_expectation` | `tests/test_ch1_protocol.py::test_caption_blind_floors_by_hand` |
 #
 # **Training arms** (each over the same `n_seeds` seeds, on the same cached features): N-Pair
 # MaxImage, the triplet with hardest negatives (the semi-hard variant is in the library,
@@ -367,8 +406,8 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand = load(root, clip_=create_clip(model, pretrained=None, device=device))
     rand_heads = ma.train_logged(ma.Arm("random-init CLIP", base), rand, grid, seeds, period, selections, curves)
     scores["random-init CLIP + trained heads"] = ev.arm_scores(rand_heads, rand.test, keep, parse)
-display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)))
-print(*(seed_notes := msd.seed_findings(scores, seeds, [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves)), sep="\n")
+display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
+    scores, seeds, [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves))))
 
 # %% [markdown]
 # ## Verdicts: grounding or objectness?
@@ -394,8 +433,7 @@ print(*(seed_notes := msd.seed_findings(scores, seeds, [a.name for a in arms.all
 # pointer and the saliency map are the floors that matter there.
 
 # %%
-vs = ev.ArmJudge(scores, strata, images, seed, margin)  # vs(a, b, claim, stratum) -> a Verdict
-M = arms.main.name
+vs, M = ev.ArmJudge(scores, strata, images, seed, margin), arms.main.name  # vs(a, b, claim, stratum) -> a Verdict
 headline = [vs(M, b, f"{M} vs {b}", on) for b in ("centre point", "object pointer", "caption-blind saliency")
             for on in strata] + [vs(M, arms.untrained.name, "what retrieval training adds")]
 variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads"]
@@ -432,10 +470,10 @@ print(grounding.sentence(), "Power check:", (power := ev.power_check(grounding.t
 # cross) and, for a word inside a phrase, the box of that phrase's object.
 
 # %%
-main, pairs = heads[arms.main][0], mh.two_object_pairs(test.corpus)  # the first seed's heads
+main, pairs = heads[arms.main][0], ev.kept_pairs(mh.two_object_pairs(test.corpus), keep)  # seed 0's heads; pairs both kept
 v_test = mh.project_images(main, test.img)  # (N, D, h, w)
 examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
-figs = [mfig.plot_caption_maps(main, v_test, test, c) for c in examples[:2]]
+figs = [mfig.plot_caption_maps(main, v_test, test, c, f"N-Pair MaxImage, seed {seeds[0]}") for c in examples[:2]]
 
 # %% [markdown]
 # ## Try it
@@ -452,11 +490,14 @@ mfig.split_caption_widget(clip, main, v_test, test, examples, word_features, dev
 # If a caption names two different objects, a grounded model sends each head noun (the
 # shape word) to its own object; a caption-blind pointer cannot separate them. Per pair of
 # phrases: 1 when both argmaxes land on their own objects; pairs are clustered by image.
+# Only pairs both of whose phrases pass the area filter count (the pointing game's own
+# trials), and the floor is the object pointer on the same pairs: its exact chance of
+# sending both phrases to their own boxes, $E_a E_b$, one independent draw per phrase.
 
 # %%
-sel_v = vs.paired(M, arms.untrained.name, "both head nouns on their own objects", *(ev.selectivity_scores(
-    heads[arm], test, pairs) for arm in (arms.main, arms.untrained)), ev.pair_images(test, pairs), unit="pairs")
-print(sel_v.sentence())
+sel_x = ev.selectivity_scores(heads[arms.main], test, pairs)  # (n_seeds, n_pairs)
+print((sel_v := vs.paired(M, "object pointer", "both head nouns on their own objects", sel_x, np.tile(  # floor: same pairs
+    ev.object_pointer_pairs(test, pairs), (n_seeds, 1)), ev.pair_images(test, pairs), unit="pairs")).sentence())
 
 # %% [markdown]
 # ### The centre-bias test
@@ -475,7 +516,8 @@ print(sel_v.sentence())
 # its points moved to the centre (a planted prior, same seeds) must show the excess.
 # Negative control: the bias-0 arm trained again at fresh seeds must come out
 # **equivalent** to itself within `share_margin`, so training noise alone cannot pass for
-# a prior ({func}`fgclip.studies.maximage.bias.centre_prior_falsification`).
+# a prior ({func}`fgclip.studies.maximage.bias.centre_prior_falsification`). The reading rule
+# itself, {func}`fgclip.studies.maximage.bias.bias_verdicts`, is shown with the table below.
 
 # %%
 bias_cache = Path(data_root) if root != Path(data_root) else root / "bias-worlds"  # never beside real data
@@ -494,9 +536,8 @@ levels = bias_levels if load_toyworld_meta(root) is not None and model.startswit
 sweep = mb.centre_bias_sweep(levels, world_at, seeds, min_box_area, area_rule, parse)
 cross, centre_test = mb.bias_verdicts(sweep, seeds, planted_rate, seed, margin, share_margin) if levels else ([], None)
 if levels:
-    means = sweep.table.groupby("train_bias", as_index=False).mean().drop(columns="seed")
-    fig = loc.plot_bias_accuracy(means.drop(columns="centre-cell share on bias-0 test"))
-    display(means.style.format(precision=3), verdicts.verdict_table(cross + [centre_test.test, centre_test.positive,
+    fig = mfig.plot_bias_seeds(sweep.table)  # the means as lines, every seed a point
+    display(show_source(mb.bias_verdicts), mfig.bias_means(sweep.table).style.format(precision=3), verdicts.verdict_table(cross + [centre_test.test, centre_test.positive,
                                                                              centre_test.negative]), Markdown(centre_test.sentence()))
 
 # %% [markdown]
@@ -531,8 +572,7 @@ if batch_v:
 # %%
 display(ma.selection_table(*selection_args, selections, period))
 fig = vsel.plot_selection_curves(selections, "chapter 1: validation loss of every trained arm")
-print(converged := f"not converged within the budget of {epochs} periods: "
-                   f"{', '.join(s.arm for s in selections if not s.converged) or 'none'} (of {len(selections)} trained arms)")
+print(converged := f"not converged within the budget of {epochs} periods: {', '.join(s.arm for s in selections if not s.converged) or 'none'} (of {len(selections)} trained arms)")
 
 # %% [markdown]
 # ## Every verdict at a glance
@@ -544,8 +584,7 @@ print(converged := f"not converged within the budget of {epochs} periods: "
 # at this size.
 
 # %%
-chapter_v = headline + variants + [sel_v] + cross + batch_v  # every verdict, as results.json lists them
-fig = forest_plot(chapter_v, margin=margin)
+fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + batch_v, margin=margin)  # every verdict, as results.json lists them
 
 # %% [markdown]
 # ## Critique
@@ -614,9 +653,11 @@ display(found_box("What we found", list(findings.values())))
 # ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "seeds": seeds, "n_test_phrases": len(images), "parse": parse, "data_root": str(root), "precision": precision,
-    "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions), "margin": margin, "share_margin":
-    share_margin, "selection": [s.to_dict() for s in selections], "period_steps": period, "power_check": power,
-    "found": list(findings.values()), "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed":
-    {a: x.mean(axis=1).tolist() for a, x in scores.items()}, "verdicts": chapter_v, "controls": [grounding] +
-    ([centre_test] if centre_test else []), "bias_sweep": sweep.table.to_dict(orient="records"), "batch_sizes":
-    bs_table.to_dict(orient="records"), "truncated_captions": test.n_truncated, "dropped_phrases": test.n_dropped, "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, [a.name for a in arms.all()])}, chapter="ch1");
+    "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions), "margin": margin, "share_margin": share_margin,
+    "selection": [s.to_dict() for s in selections], "period_steps": period, "power_check": power, "found": list(findings.values()),
+    "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed": {a: x.mean(axis=1).tolist() for a, x in
+    scores.items()}, "verdicts": chapter_v, "controls": [grounding] + ([centre_test] if centre_test else []), "bias_sweep":
+    sweep.table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
+    test.n_truncated, "dropped_phrases": test.n_dropped,
+    "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, [a.name for a in arms.all()]), "selectivity": dict(
+        n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

@@ -30,3 +30,51 @@ def test_no_seed_below_the_floors_says_so_and_bad_input_is_named():
         msd.below_floor(_scores([6, 5, 4]), [0, 1, 2], ["nope"])
     with pytest.raises(ValueError, match="seed rows"):
         msd.below_floor(_scores([6, 5, 4]), [0, 1], ["main"])
+
+
+def _corpus():
+    from pathlib import Path
+
+    from fgclip.studies.maximage.data import Corpus, PhraseItem
+
+    a, b, tiny = (0.0, 0.0, 20.0, 20.0), (20.0, 20.0, 40.0, 40.0), (38.0, 0.0, 40.0, 2.0)
+    phrases = [PhraseItem(0, 0, (0, 2), "a star", [a], False), PhraseItem(0, 0, (3, 5), "a moon", [b], True),
+               PhraseItem(0, 0, (6, 8), "a dot", [tiny], False)]
+    return Corpus([Path("0.jpg")], [(40, 40)], [["a", "star", "and", "a", "moon", "and", "a", "dot"]], [0], phrases,
+                  [[a, b, tiny]])
+
+
+def test_selectivity_pairs_both_kept_and_the_object_pointer_floor_on_them():
+    from types import SimpleNamespace
+
+    from fgclip.studies.maximage import evaluation as ev
+    from fgclip.studies.maximage.heads import two_object_pairs
+
+    data = SimpleNamespace(corpus=_corpus())
+    keep = ev.evaluated(data, 0.05, "hull")
+    assert keep.tolist() == [True, True, False]  # the dot covers 0.25% of the image
+    pairs = ev.kept_pairs(two_object_pairs(data.corpus), keep)
+    assert pairs == [(0, 1)]
+    # each box holds the centre of its own object only, one of the image's three: E = 1/3 per phrase
+    np.testing.assert_allclose(ev.object_pointer_pairs(data, pairs), [1 / 9])
+    with pytest.raises(ValueError, match="keep"):
+        ev.kept_pairs([(0, 5)], keep)
+
+
+def test_the_bias_figure_draws_every_seed():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from fgclip.studies.maximage import figures as mfig
+
+    t = pd.DataFrame({"train_bias": [0.0, 0.0, 0.9, 0.9], "seed": [0, 1, 0, 1], "model": [0.2, 0.6, 0.5, 0.5],
+                      "centre-cell share on bias-0 test": [0.1] * 4})
+    fig = mfig.plot_bias_seeds(t)
+    ax = fig.axes[0]
+    assert [ln.get_label() for ln in ax.get_lines()] == ["model"]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [0.4, 0.5])
+    assert len(ax.collections) == 1 and ax.collections[0].get_offsets().shape == (4, 2)
+    with pytest.raises(KeyError, match="seed"):
+        mfig.bias_means(t.drop(columns="seed"))

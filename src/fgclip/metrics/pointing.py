@@ -101,7 +101,8 @@ def pointing_hit(heat_or_point: torch.Tensor | np.ndarray | Point, boxes: Sequen
 
     ``heat_or_point`` is an (h, w) map (its :func:`argmax_point` is used) or an ``(x, y)``
     point. "Inside" is half-open, ``x0 <= x < x1`` and ``y0 <= y < y1``; ``d`` is
-    :func:`box_distance`. ``tolerance=0`` is the plain inside-a-box rule; TorchRay uses 15.
+    :func:`box_distance`. ``tolerance=0`` is the plain inside-a-box rule (eq-pointing-hit);
+    TorchRay uses 15.
     """
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
@@ -156,7 +157,8 @@ def box_coverage(boxes: Sequence[Box], image_hw: ImageHW) -> float:
 def hull_coverage(boxes: Sequence[Box], image_hw: ImageHW) -> float:
     """Fraction of the image covered by the enclosing box of all the boxes, clipped to the
     image: (max x1 - min x0)(max y1 - min y0) / (H W). The public MultiGrounding code applies
-    the 5% filter to this hull of a phrase's boxes; :func:`box_coverage` is the exact union."""
+    the 5% filter to this hull of a phrase's boxes (eq-hull-filter); :func:`box_coverage` is
+    the exact union."""
     height, width = _check_hw(image_hw)
     b = np.array(_check_boxes(boxes))  # (n, 4)
     x0, y0 = max(b[:, 0].min(), 0.0), max(b[:, 1].min(), 0.0)

@@ -45,7 +45,8 @@ def hits(points: Sequence[Point], data, keep: np.ndarray) -> np.ndarray:
 
 def object_pointer_expectation(data, keep: np.ndarray) -> np.ndarray:
     """E_k = (1/|O_i|) sum_o hit(c(o), B_k) per kept phrase: the exact mean of a pointer at
-    the centre of a uniformly drawn ground-truth object of the phrase's image. (n_kept,)"""
+    the centre of a uniformly drawn ground-truth object of the phrase's image
+    (eq-object-pointer). (n_kept,)"""
     c = data.corpus
     out = []
     for ph, k in zip(c.phrases, keep):
@@ -255,6 +256,27 @@ def selectivity_scores(heads_per_seed: Sequence[MaxImageHeads], data,
     return np.stack([selectivity_hits(head_word_points(h, project_images(h, data.img), data.words,
                                                        data.corpus, ids), pairs, data.corpus)
                      for h in heads_per_seed])
+
+
+def kept_pairs(pairs: Sequence[tuple[int, int]], keep: np.ndarray) -> list[tuple[int, int]]:
+    """The pairs (a, b) of phrase indices both of whose phrases the area filter keeps
+    (``keep``: (K,) bool over all phrases, :func:`evaluated`)."""
+    if any(max(p) >= len(keep) for p in pairs):
+        raise ValueError(f"kept_pairs: a phrase index is past the {len(keep)} phrases of keep")
+    return [(a, b) for a, b in pairs if keep[a] and keep[b]]
+
+
+def object_pointer_pairs(data, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Per pair (a, b): E_a E_b, the exact chance that the object pointer (an independent
+    uniform draw of the image's objects for each phrase, :func:`object_pointer_expectation`) sends
+    both phrases to their own boxes: token selectivity's caption-blind floor. (n_pairs,)"""
+    if not pairs:
+        return np.zeros(0)
+    ids = sorted({k for p in pairs for k in p})
+    mask = np.zeros(len(data.corpus.phrases), bool)
+    mask[ids] = True
+    e = dict(zip(ids, object_pointer_expectation(data, mask)))
+    return np.array([e[a] * e[b] for a, b in pairs], dtype=float)
 
 
 def pair_images(data, pairs: Sequence[tuple[int, int]]) -> np.ndarray:

@@ -151,3 +151,20 @@ def test_sigmoid_with_learned_scale_and_offset_starts_at_siglip_values():
     torch.testing.assert_close(out.probs, torch.sigmoid(out.scores))
     out.probs.sum().backward()
     assert head.log_scale.grad is not None and head.offset.grad is not None
+
+
+def test_make_head_n_ctx(clip):
+    """M = n_ctx context tokens: 0 keeps the hand prompt's words (so the prompt starts at the
+    zero-shot text), another M starts from seeded random vectors, a negative M is refused."""
+    x = torch.eye(3, 128)
+    args = (clip.model, clip.tokenizer, NAMES, x, "a photo of a", 0.07)
+    same = make_head("prompts only", *args, n_ctx=0)
+    assert same.prompts.ctx.shape[1] == 4
+    with torch.no_grad():
+        ref = clip.model.encode_text(clip.tokenizer([f"a photo of a {n}." for n in NAMES]))
+        torch.testing.assert_close(same.prompts(), ref, rtol=1e-5, atol=1e-5)
+    other = make_head("full", *args, n_ctx=2, seed=3)
+    assert other.prompts.ctx.shape[1] == 2
+    assert torch.equal(other.prompts.ctx, make_head("full", *args, n_ctx=2, seed=3).prompts.ctx)
+    with pytest.raises(ValueError, match="n_ctx"):
+        make_head("full", *args, n_ctx=-1)

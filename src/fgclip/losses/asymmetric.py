@@ -5,10 +5,12 @@ Targets use one tensor with three values: 1 = known positive, 0 = known negative
 loss term of its own, so dL/dp is zero there. Whether its *score* s gets a gradient
 depends on how p was made from s. Under a per-category sigmoid, p_ic depends on s_ic
 alone, so dL/ds_ic = 0 at an unknown entry. Under the paper's softmax over categories,
-p_ic' = exp(s_ic') / sum_c exp(s_ic) depends on every s_ic of the image, so a known
-positive (i, c') pushes each unknown s_ic down with dL/ds_ic = -dL/dlog p_ic' * p_ic,
-exactly as it pushes a known negative: "known labels only" does not hold for the scores
-(chapter 4 measures it: :func:`fgclip.studies.decoupling.controls.score_gradients`). The losses take probabilities p, not logits,
+p_ic' = exp(s_ic') / sum_c exp(s_ic) depends on every s_ic of the image: a known positive
+(i, c') pushes each other score s_ic down (dL/ds_ic = -dL/dlog p_ic' * p_ic > 0), while a
+known negative above the margin pushes the other scores up. An unknown entry moves whichever
+way its image's known entries net out, and a known negative's gradient is partly this
+coupling: "known labels only" does not hold for the scores (chapter 4 measures the signs and
+the coupling share: :func:`fgclip.studies.decoupling.controls.score_gradients`). The losses take probabilities p, not logits,
 because the paper applies P-ASL to its softmax-over-categories probabilities.
 
 Why not timm's ``AsymmetricLossMultiLabel``: it takes logits through a per-category sigmoid

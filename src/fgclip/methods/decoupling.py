@@ -18,7 +18,8 @@ categories, a bias-free sigmoid cannot absorb one), or p_c = σ(t cos(f^v_c, f^t
 with a learnable scale t (started at SigLIP's t = 10) and offset β (a second control: with
 CLIP's frozen 1/τ near 100 a sigmoid saturates, which the shift-invariant softmax does not
 feel; this sigmoid picks its own temperature). β starts at -1/τ (bias) or -10 (affine);
-:meth:`MultiLabelCLIPHead.calibrate` moves it to -mean(s) on the training features, and
+:meth:`MultiLabelCLIPHead.calibrate` moves it to logit(π) - mean(s) on the training features
+(π the prevalence of the known training labels, so p starts near it), and
 ``fgclip.studies.decoupling.heads.fit`` trains these scalars with their own learning rate, so the
 controls can actually reach a calibrated threshold within a short budget.
 """
@@ -173,15 +174,19 @@ class MultiLabelCLIPHead(nn.Module):
         return [p for p in (self.offset, self.log_scale) if p is not None]
 
     @torch.no_grad()
-    def calibrate(self, dense: torch.Tensor, pooled: torch.Tensor) -> float:
-        """Set β = -mean_{i,c}(s_ic - β) on these (training) features: the threshold starts
-        at the average score, not at an arbitrary constant. Returns β; no-op without β."""
+    def calibrate(self, dense: torch.Tensor, pooled: torch.Tensor, prevalence: float = 0.5) -> float:
+        """Set β = logit(π) - mean_{i,c}(s_ic - β) on these (training) features, π =
+        ``prevalence`` (the share of positives among the known training labels): the average
+        entry then starts at p = π, not at an arbitrary constant (π = 0.5: at the average
+        score). Returns β; no-op without β."""
         if self.offset is None:
             return float("nan")
+        if not 0 < prevalence < 1:
+            raise ValueError(f"calibrate: prevalence must lie in (0, 1), got {prevalence}")
         self.offset.zero_()
         s = torch.cat([self(dense[i:i + 256], pooled[i:i + 256]).scores
                        for i in range(0, len(dense), 256)])  # (N, C) without β
-        self.offset.fill_(-float(s.float().mean()))
+        self.offset.fill_(math.log(prevalence / (1 - prevalence)) - float(s.float().mean()))
         return float(self.offset)
 
 

@@ -10,12 +10,12 @@ import torch
 from torch import nn
 
 from ... import verdicts
-from ...losses.asymmetric import partial_asymmetric_loss
+from ...losses.asymmetric import asymmetric_loss_terms
 from ...methods.decoupling import MultiLabelCLIPHead, score_probabilities
 from ...metrics.multilabel import known_map, per_class_ap
 from ...partial_labels import UNKNOWN, known_masks, partial_targets
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
-from .heads import FitConfig, fit, predict
+from .heads import FitConfig, fit, known_prevalence, predict
 
 WORLDS = ("paired", "independent", "single", "null")
 # Chapter 4's independent unit: a category. All categories of a run share one trained head, so
@@ -154,35 +154,53 @@ def planted_verdicts(kinds: tuple[str, ...], seeds: list[int], tau: float, cfg: 
 def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tensor,
                    pooled: torch.Tensor, targets: np.ndarray, seed: int, cfg: FitConfig
                    ) -> pd.DataFrame:
-    """Mean |dL/ds| on known positives, known negatives and unknown entries of one batch
-    (the first cfg.batch_size images of dense/pooled/targets), for the full head at its
-    initialisation under each scoring rule (controls calibrated on all given images)."""
+    """:func:`score_gradients` on one batch (the first cfg.batch_size images of
+    dense/pooled/targets) for the full head at its initialisation under each scoring rule
+    (controls calibrated on all given images and their known labels); one row per rule."""
     n, rows = min(cfg.batch_size, len(dense)), {}
     for scoring in scorings:
         head = make("full", scoring, seed)
-        head.calibrate(dense, pooled)
+        head.calibrate(dense, pooled, known_prevalence(targets))
         with torch.no_grad():
             s = head(dense[:n], pooled[:n]).scores  # (n, C)
         rows[scoring] = score_gradients(s, targets[:n], scoring, cfg.gamma_pos, cfg.gamma_neg,
                                         cfg.clip)
-    return pd.DataFrame(rows).T.rename_axis("mean |dL/ds| per entry")
+    return pd.DataFrame(rows).T.rename_axis("P-ASL gradient on the scores")
+
+
+ENTRY_TYPES = (("known positive", 1), ("known negative", 0), ("unknown", UNKNOWN))
 
 
 def score_gradients(scores: torch.Tensor, targets: torch.Tensor, scoring: str,
                     gamma_pos: float = 1.0, gamma_neg: float = 2.0,
                     clip: float = 0.05) -> dict[str, float]:
-    """Mean |dL/ds_ic| of P-ASL over known positives, known negatives and unknown entries.
+    """The gradient g = dL/ds of P-ASL at every entry of one batch, read by entry type.
 
     scores s (B, C) (the head's scores, detached here), targets (B, C) in {1, 0, -1};
     p = softmax_c(s) or σ(s) by ``scoring`` (``fgclip.methods.decoupling.SCORINGS``).
-    Under a sigmoid the unknown entries get exactly zero; under the softmax they do not.
+    For each type T of known positive, known negative, unknown: ``T`` the mean |g|, ``T up``
+    the share with g < 0 (a descent step raises s), ``T down`` the share with g > 0. Then
+    ``negatives under m``: the share of known negatives with p <= m (``clip``: their own term
+    is zero); ``negatives, own terms deleted``: the mean |g| at known negatives when every
+    known negative's term is deleted from L (same |K|), what reaches them through other
+    entries' terms; ``coupling share`` its ratio to ``known negative``; ``m`` the margin.
+    Under a sigmoid the unknown entries get exactly zero and the deleted-terms gradient is 0.
     """
     s = scores.detach().float().clone().requires_grad_(True)  # (B, C)
     t = torch.as_tensor(targets, dtype=torch.long)
-    loss = partial_asymmetric_loss(score_probabilities(s, scoring), t, gamma_pos, gamma_neg, clip)
-    (grad,) = torch.autograd.grad(loss, s)  # (B, C)
-    out = {}
-    for name, value in (("known positive", 1), ("known negative", 0), ("unknown", UNKNOWN)):
-        sel = t == value
-        out[name] = float(grad[sel].abs().mean()) if sel.any() else float("nan")
-    return out
+    p = score_probabilities(s, scoring)
+    terms = asymmetric_loss_terms(p, t, gamma_pos, gamma_neg, clip)  # (B, C), 0 where unknown
+    n_known = (t != UNKNOWN).sum().clamp(min=1)
+    (grad,) = torch.autograd.grad(terms.sum() / n_known, s, retain_graph=True)  # P-ASL's gradient
+    (rest,) = torch.autograd.grad(terms[t != 0].sum() / n_known, s)  # negatives' own terms deleted
+    out, mean = {}, lambda x: float(x.float().mean()) if x.numel() else float("nan")  # noqa: E731
+    for name, value in ENTRY_TYPES:
+        g = grad[t == value]
+        out |= {name: mean(g.abs()), f"{name} up": mean(g < 0), f"{name} down": mean(g > 0)}
+    neg = t == 0
+    out["negatives under m"] = mean(p.detach()[neg] <= clip)
+    out["negatives, own terms deleted"] = mean(rest[neg].abs())
+    out["coupling share"] = out["negatives, own terms deleted"] / out["known negative"] \
+        if out["known negative"] > 0 else float("nan")
+    return out | {"m": float(clip)}
+

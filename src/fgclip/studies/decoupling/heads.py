@@ -13,6 +13,7 @@ from ...losses.asymmetric import partial_asymmetric_loss
 from ...methods.decoupling import LinearProbe, MultiLabelCLIPHead, SemanticDecoupling, score_log_probabilities
 from ...metrics.multilabel import known_map
 from ...models.prompts import PromptLearner
+from ...partial_labels import UNKNOWN
 from ...train.loop import HeadTraining, seeded_batches, train_loop
 
 
@@ -24,7 +25,7 @@ class FitConfig(HeadTraining):
     gamma_neg: float = 2.0
     clip: float = 0.05
     scalar_lr: float = 0.1  # own AdamW lr (no weight decay) of the calibration scalars β, log t
-    calibrate: bool = True  # start β at -mean(s) on the training features (head.calibrate)
+    calibrate: bool = True  # start β at logit(π) - mean(s) on the training features and labels (head.calibrate)
     patience: int = 0  # fit_early_stopping: stop after this many epochs without a new best (0: never)
 
 
@@ -41,13 +42,24 @@ class FitResult:
         return [row["val_map"] for row in self.history]
 
 
+def known_prevalence(targets) -> float:
+    """Share of positives among the known entries of ``targets`` (values 1, 0, -1): the label
+    prevalence a sigmoid control's threshold starts from (``calibrate``)."""
+    t = np.asarray(targets)
+    known = t != UNKNOWN
+    if not (t[known] == 1).any() or known.sum() == (t == 1).sum():
+        raise ValueError("known_prevalence: the known entries need both a positive and a negative")
+    return float((t[known] == 1).mean())
+
+
 def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
         cfg: FitConfig, after_epoch=None) -> list[dict]:
     """Minimise P-ASL (γ+, γ-, clip from cfg) over the known entries of ``targets`` (N, C)
     through the one loop (:func:`fgclip.train.loop.train_loop`); returns its history.
 
     AdamW on the head's trainable parameters (lr ``cfg.lr``; the calibration scalars of a
-    sigmoid control at ``cfg.scalar_lr``, started at -mean(s) when ``cfg.calibrate``);
+    sigmoid control at ``cfg.scalar_lr``, started at logit(π) - mean(s) when ``cfg.calibrate``,
+    π the known positives' share, :func:`known_prevalence`);
     batches drawn with a generator seeded by cfg.seed. ``after_epoch(row)`` may add to the
     epoch's history row and return True to stop.
     """
@@ -60,7 +72,7 @@ def fit(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, targets: np.
     device = torch.device(cfg.device)
     scalars = list(head.scalar_parameters()) if hasattr(head, "scalar_parameters") else []
     if scalars and cfg.calibrate:
-        head.calibrate(dense.to(device), pooled.to(device))
+        head.calibrate(dense.to(device), pooled.to(device), known_prevalence(targets))
     ids = {id(p) for p in scalars}
     groups = [{"params": [p for p in params if id(p) not in ids]}]
     if scalars:
@@ -131,14 +143,18 @@ VARIANTS = ("zero-shot", "linear probe", "prompts only", "decoupling only", "ful
 
 def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[str],
               word_vectors: torch.Tensor, hand_prompt: str, tau: float, rank: int = 32,
-              scoring: str = "softmax", seed: int = 0) -> nn.Module:
+              scoring: str = "softmax", seed: int = 0, n_ctx: int = 0) -> nn.Module:
     """One of :data:`VARIANTS` on the frozen CLIP; trainable parts initialised from ``seed``.
 
     zero-shot: hand-prompt text features "<hand_prompt> <name>." vs the global feature;
     linear probe: σ(W f + b) on the global feature; prompts only: category-specific CoOp
     context (initialised to the hand prompt's words) vs the global feature; decoupling
     only: decoupled features vs the hand-prompt text; full: decoupling + prompts.
+    ``n_ctx``: M, the context tokens per category prompt; 0 (or the hand prompt's word count)
+    starts them at the hand prompt's words, any other M at seeded random vectors (CoOp's).
     """
+    if n_ctx < 0:
+        raise ValueError(f"n_ctx must be >= 0 (0: the word count of hand_prompt), got {n_ctx}")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     torch.manual_seed(seed)
@@ -150,8 +166,9 @@ def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[
     with torch.no_grad():
         hand = clip_model.encode_text(tokenizer(
             [f"{hand_prompt} {n}." for n in class_names]).to(device)).float()  # (C, D)
-    n_ctx = len(hand_prompt.split())
-    prompts = PromptLearner(clip_model, tokenizer, class_names, n_ctx, True, hand_prompt, seed) \
+    words = len(hand_prompt.split())
+    m = n_ctx or words
+    prompts = PromptLearner(clip_model, tokenizer, class_names, m, True, hand_prompt if m == words else None, seed) \
         if variant in ("prompts only", "full") else None
     decoupling = SemanticDecoupling(dim, word_vectors.shape[1], rank, rank) \
         if variant in ("decoupling only", "full") else None

@@ -34,7 +34,7 @@ from ...models.prompts import encode_text_from_embeddings
 from ...precision import autocast_context
 from ...train.loop import seeded_batches, train_loop
 from .features import Features
-from .heads import FitConfig
+from .heads import FitConfig, known_prevalence
 
 
 @dataclass(frozen=True)
@@ -144,18 +144,18 @@ def train_members(make: Callable[[int], nn.Module], members: list[Member],
     batch size, weight decay and precision; each member's lr and seed), side by side.
 
     make(seed) builds the arm's head initialised from seed; targets(member) gives its
-    (fit, validation) targets in {1, 0, -1}. A sigmoid control's β starts at -mean(s) on the
-    fit features (``cfg.calibrate``). Returns the validation curves and per-epoch states.
+    (fit, validation) targets in {1, 0, -1}. A sigmoid control's β starts at logit(π) - mean(s) on
+    the fit features, π its known fit labels' prevalence (``cfg.calibrate``). Returns the validation curves and per-epoch states.
     """
     if not members:
         raise ValueError("train_members: no members")
     heads = [make(m.seed) for m in members]
-    if cfg.calibrate:
-        for head in heads:
-            if hasattr(head, "calibrate"):
-                head.calibrate(fit_feats.dense, fit_feats.pooled)
-    forward = StackedForward(heads)
     fit_t, val_t = zip(*(targets(m) for m in members))
+    if cfg.calibrate:
+        for head, t in zip(heads, fit_t):
+            if hasattr(head, "calibrate"):
+                head.calibrate(fit_feats.dense, fit_feats.pooled, known_prevalence(t))
+    forward = StackedForward(heads)
     y = torch.as_tensor(np.stack(fit_t), dtype=torch.long)  # (M, N, C)
     rows = torch.arange(len(members))[:, None]
     gens = [torch.Generator().manual_seed(m.seed) for m in members]

@@ -134,9 +134,9 @@ class SumClipHead(nn.Module):
     a trainable copy (True) or CLIP's frozen one (False).
 
     The defaults are not the paper's head: the paper's is N = 50, ``residual=False``,
-    ``train_out=False`` and a decoder at CLIP's width C (``d_model=C``). Every caller in this
-    project passes its setting explicitly: chapter 3 its parameters (the paper's head is its
-    arm "FOR, paper's head"), ``benchmarks/bench_for.py`` the paper's head (``PAPER_HEAD``).
+    ``train_out=False`` and a decoder at CLIP's width C (``d_model=C``). Chapter 3 passes its
+    parameters explicitly (the paper's head is its arm "FOR, paper's head"), and
+    ``benchmarks/bench_for.py`` passes the paper's head (``PAPER_HEAD``).
     """
 
     def __init__(self, pool: AttentionPool2d, n_queries: int = 10, n_layers: int = 1,

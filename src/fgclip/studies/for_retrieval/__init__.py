@@ -7,7 +7,11 @@
 * :mod:`~fgclip.studies.for_retrieval.folds`: rotated novel folds, the choices made on held-out
   training images, the teacher arms and their planted controls, and the per-category scores;
 * :mod:`~fgclip.studies.for_retrieval.protocol`: every trained arm's learning rate and epochs
-  chosen on validation images, the fold loop, the verdicts clustered by fold, the power check.
+  chosen on validation images, the fold loop, the verdicts clustered by fold, the power check;
+* :mod:`~fgclip.studies.for_retrieval.page`: every verdict the chapter states, and the sentences
+  on forgetting and on the global slot built from them;
+* :mod:`~fgclip.studies.for_retrieval.speed`: ``benchmarks/results/for.json`` read back: where
+  the paper's "3x faster" can hold, and the README's table.
 
 The paper's equations are in :mod:`fgclip.methods.sumclip`, :mod:`fgclip.methods.cluster_clip`
 and :mod:`fgclip.losses.matching`.

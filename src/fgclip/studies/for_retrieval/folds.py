@@ -74,6 +74,31 @@ def shuffle_targets(targets: Sequence[torch.Tensor], seed: int) -> list[torch.Te
     return [targets[j] for j in perm]
 
 
+def planted_labels(truth: torch.Tensor) -> list[torch.Tensor]:
+    """The planted teacher: every image's correct names, from the (I, V) complete labels."""
+    return [row.nonzero().flatten() for row in truth]
+
+
+def oracle_labels(scores: torch.Tensor, truth: torch.Tensor, tau: float) -> list[torch.Tensor]:
+    """The teacher's accepted names (score > tau) with every wrong one removed: (I, V), (I, V) -> per image."""
+    return [row.gt(tau).nonzero().flatten() for row in scores * truth]
+
+
+def teacher_examples(vocab: Sequence[str], arms: dict[str, Sequence[torch.Tensor]], n: int = 4) -> pd.DataFrame:
+    """The names each pseudo-label arm gives the first ``n`` images: one row per image."""
+    return pd.DataFrame({arm: [", ".join(vocab[int(i)] for i in labels[j]) or "-" for j in range(n)]
+                         for arm, labels in arms.items()}).rename_axis("fit image")
+
+
+def global_slot_share(text: torch.Tensor, embeddings: torch.Tensor) -> float:
+    """Share of (query, image) pairs whose best slot is slot 0 (CLIP's global embedding, ties
+    included): text (Q, D), embeddings (I, S, D) with the global embedding first."""
+    if embeddings.ndim != 3 or embeddings.shape[1] < 2:
+        raise ValueError(f"embeddings must be (I, S >= 2, D), got {tuple(embeddings.shape)}")
+    sims = torch.einsum("isd,qd->iqs", embeddings.float(), text.float())  # (I, Q, S)
+    return float((sims[..., 0] >= sims[..., 1:].amax(-1)).float().mean())
+
+
 def acceptance(scores: torch.Tensor, truth: torch.Tensor, tau: float) -> dict[str, float]:
     """Names accepted per image, their precision, and the accepted share of the vocabulary."""
     q = label_f1(scores, truth, tau)
@@ -158,14 +183,14 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
     removed, wrong labels removed (oracle), planted correct labels and their seeded shuffle.
     """
     pick = lambda s, t: [row.gt(t).nonzero().flatten() for row in s]  # noqa: E731
-    planted = [row.nonzero().flatten() for row in truth]
+    planted = planted_labels(truth)
     arms = {"FOR": (pick(scores, taus["held-out"]), vocab_text)}
     if "fixed" in taus:
         arms["FOR, fixed τ (paper)"] = (pick(scores, taus["fixed"]), vocab_text)
     arms.update({
         "FOR, τ scaled to V": (pick(scores, taus["scaled"]), vocab_text),
         "FOR, novel names removed": (pick(scores_removed, taus["held-out, names removed"]), vocab_text[keep]),
-        "FOR, wrong labels removed (oracle)": (pick(scores * truth, taus["held-out"]), vocab_text),
+        "FOR, wrong labels removed (oracle)": (oracle_labels(scores, truth, taus["held-out"]), vocab_text),
         "planted teacher (correct labels)": (planted, vocab_text),
         "planted teacher, shuffled": (shuffle_targets(planted, seed), vocab_text)})
     return arms
@@ -189,6 +214,7 @@ class Fold:
     taus: dict[str, float]
     supervised: list[torch.Tensor]  # base-category indices per fit image
     teacher: dict[str, tuple[list[torch.Tensor], torch.Tensor]]  # arm -> (targets, text)
+    teacher_scores: torch.Tensor | None = None  # (fit images, V) the Cluster-CLIP teacher's scores
     selection: list[dict] = field(default_factory=list)
     acceptance: list[dict] = field(default_factory=list)
 
@@ -229,4 +255,4 @@ def prepare_fold(data: ForData, index: int, novel: Sequence[str], k_candidates: 
                   "split": "validation (training images)"}]
     sup = targets_from(label_matrix([data.train_labels[i] & set(base) for i in fit], base))
     arms = teacher_arms(scores[fit], scores_rm[fit], data.truth[fit], taus, data.vocab_text, keep, seed + index)
-    return Fold(index, list(novel), base, k, taus, sup, arms, selection, acc)
+    return Fold(index, list(novel), base, k, taus, sup, arms, scores[fit], selection, acc)

@@ -33,10 +33,15 @@ from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from ...verdicts import Verdict, compare, power_check  # noqa: F401 (power_check: the chapter calls it from here)
 from .data import ForData
 from .folds import (CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, PLANTED, SHUFFLED, SUPERVISED, UNTRAINED, Fold,
-                    fold_units, shuffle_targets, unit_matrix)
+                    fold_units, global_slot_share, shuffle_targets, unit_matrix)
 from .head import HeadTrainConfig, embed, label_matrix, train_head
 
 Labels = tuple[list[torch.Tensor], torch.Tensor] | None  # (targets per fit image, the text they index); None: no L_pl
+
+
+def shuffle_seed(seed: int, fold_index: int) -> int:
+    """The seed of the shuffled control's permutation for one (training seed, fold)."""
+    return 10_007 * (seed + 1) + fold_index
 
 
 def arm_settings(fold: Fold, head_kw: dict, seed: int) -> dict[str, tuple[Labels, dict]]:
@@ -47,7 +52,7 @@ def arm_settings(fold: Fold, head_kw: dict, seed: int) -> dict[str, tuple[Labels
     for name, labels in fold.teacher.items():
         if name == SHUFFLED:  # one shuffle per (fold, training seed), not one shared by the seeds
             targets, text = fold.teacher[PLANTED]
-            labels = (shuffle_targets(targets, 10_007 * (seed + 1) + fold.index), text)
+            labels = (shuffle_targets(targets, shuffle_seed(seed, fold.index)), text)
         arms.setdefault(name, (labels, head_kw))
     return arms
 
@@ -163,6 +168,8 @@ class Study:
     schedules: dict[str, Selection]
     last_runs: dict[str, torch.Tensor]
     for_attention: torch.Tensor
+    global_slot: list[dict] = field(default_factory=list)
+    shuffle_seeds: list[dict] = field(default_factory=list)
 
 
 def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int], grid: SelectionGrid,
@@ -170,7 +177,7 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
     """The fold loop: per fold the choices on validation (:func:`fgclip.studies.for_retrieval.folds.prepare_fold`),
     on the first fold every trained arm's schedule (:func:`select_schedules`), then every
     (fold, seed) scored on the gallery (:func:`fold_runs`)."""
-    rows, choices, acceptance, clusters, kept, schedules = [], [], [], {}, {}, {}
+    rows, choices, acceptance, clusters, kept, schedules, shares, shuffles = [], [], [], {}, {}, {}, [], []
     for f, novel in enumerate(folds):
         fold = prepare_fold(data, f, novel, k_candidates, fixed_tau, seed)
         choices += fold.selection
@@ -182,10 +189,12 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
                                         clusters)
             rows += [r for name, emb in runs.items()
                      for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
+            shares.append({"fold": f, "seed": s, "share": global_slot_share(data.query_text.cpu(), runs[GLOBAL_SLOT])})
+            shuffles.append({"fold": f, "seed": s, "shuffle_seed": shuffle_seed(s, f)})
     table = pd.DataFrame(rows)  # an arm some fold leaves out (the fixed τ where it cannot decide) is dropped
     complete = table.groupby("arm")["fold"].nunique() == len(folds)
     table = table[table["arm"].isin(complete[complete].index)].reset_index(drop=True)
-    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention)
+    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention, shares, shuffles)
 
 
 def selection_rows(selections: dict[str, Selection]) -> list[dict]:

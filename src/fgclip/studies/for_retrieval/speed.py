@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...paths import project_home
+
 STAGES = ("backbone", "SUM-CLIP head", "dense features")
 METHODS = ("k-means", "agglomerative")
 README_BEGIN = "<!-- for-speed-table: generated from benchmarks/results/for.json by " \
@@ -32,9 +34,10 @@ README_BEGIN = "<!-- for-speed-table: generated from benchmarks/results/for.json
 README_END = "<!-- end for-speed-table -->"
 
 
-def load_speed(path: str | Path) -> dict:
-    """The benchmark record, checked for the fields this module reads."""
-    path = Path(path)
+def load_speed(path: str | Path | None = None) -> dict:
+    """The benchmark record (default: the project's ``benchmarks/results/for.json``), checked
+    for the fields this module reads."""
+    path = project_home() / "benchmarks" / "results" / "for.json" if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no FOR benchmark record at {path} (run benchmarks/bench_for.py)")
     result = json.loads(path.read_text())

@@ -137,3 +137,18 @@ def test_power_check_is_a_record():
     rec = dcmp.power_check(v, 0.02)
     assert rec["target"] == pytest.approx(0.5 * max(abs(v.difference), 0.02))
     assert rec["met"] == (rec["half_width"] <= rec["target"])
+
+
+def test_a_a_control_on_two_disjoint_sets_of_three_seeds():
+    assert dsweep.a_a_seed_sets([0, 1, 2, 3], 3) == ([0, 1, 2, 3, 4, 5], [4, 5])
+    assert dsweep.a_a_seed_sets([0, 1, 2, 3, 4, 5, 6], 3) == ([0, 1, 2, 3, 4, 5], [])
+    with pytest.raises(ValueError, match="a_a_seeds"):
+        dsweep.a_a_seed_sets([0, 1], 1)
+    rng = np.random.default_rng(1)
+    base = 0.6 + rng.normal(0, 0.05, (1, 32))
+    ap, more = {(darms.FULL, 0.5, "p"): base + rng.normal(0, 0.005, (4, 32))}, base + rng.normal(0, 0.005, (2, 32))
+    v = dcmp.a_a_verdict(ap, 0.5, 0, 0.02, more=more, per_side=3)
+    assert v.n_seeds == 3 and v.verdict == verdicts.EQUIVALENT
+    assert dcmp.a_a_verdict(ap, 0.5, 0, 0.02, more=more - 0.05, per_side=3).verdict != verdicts.EQUIVALENT  # set B worse
+    with pytest.raises(ValueError, match="A/A"):
+        dcmp.a_a_verdict(ap, 0.5, 0, 0.02, per_side=3)  # 4 seeds cannot make 3 + 3

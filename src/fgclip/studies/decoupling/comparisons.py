@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from ... import verdicts
 from ...metrics.pointing import argmax_point, center_point, class_pointing
 from .arms import DECOUPLING_ONLY, FULL, FULL_AFFINE, FULL_BIAS, LOGISTIC, PROMPTS_ONLY, UNTRAINED, ZERO_SHOT, Arm
 from .controls import CLUSTER_UNIT
+
+power_check = verdicts.power_check  # the chapter's name for the shared record
 
 
 class PointingTrials(NamedTuple):
@@ -35,6 +39,25 @@ def pointing_hits(attention: list[np.ndarray], objects: list, hws: list,
                           np.array([i for i, _ in trials]))
 
 
+def pointing_verdict(trials: PointingTrials, rho: float, seed: int, margin: float):
+    """The attention's argmax against the image centre on the pointing trials, clustered by
+    image (``fgclip.verdicts.compare``, margin ``pointing_margin``)."""
+    n_maps = len(trials.attention_hits)
+    return verdicts.compare(trials.attention_hits, np.tile(trials.centre_hits, (n_maps, 1)),
+                            claim=f"pointing, full model at {rho:.0%} known", unit="(image, category) trials",
+                            arms=("decoupling attention", "image centre"), clusters=trials.images,
+                            cluster_unit="images", seed=seed, margin=margin)
+
+
+def read_falsification(test_v: dict, positive, negative, proportions: list[float], margin: float,
+                       arm: Arm = FULL_AFFINE) -> tuple[list, dict]:
+    """The scoring-rule test against ``arm`` at each ρ read through the planted positive
+    control and the A/A negative control (``fgclip.verdicts.falsify``, the sigmoid expected
+    better where coupling hurts), and the power check of the central comparison (middle ρ)."""
+    controls = [verdicts.falsify(test_v[arm, rho], positive, negative, effect=verdicts.B_BETTER) for rho in proportions]
+    return controls, power_check(test_v[arm, proportions[len(proportions) // 2]], margin)
+
+
 def compare_categories(a, b, claim: str, arms: tuple[str, str], seed: int, margin: float):
     """``fgclip.verdicts.compare`` on per-category AP (n_seeds, C) with the chapter's cluster unit
     (:data:`~fgclip.studies.decoupling.controls.CLUSTER_UNIT`) and margin."""
@@ -53,16 +76,21 @@ def scoring_verdicts(ap: dict, proportions: list[float], seed: int, margin: floa
         for rho in proportions for ctrl in controls}
 
 
-def a_a_verdict(ap: dict, rho: float, seed: int, margin: float, arm: Arm = FULL):
-    """The A/A negative control: the same arm (the paper's softmax) at ρ, its first half of
-    seeds against its second half (paired by position), must come out 'equivalent'. It
-    fails when training noise at this size is wider than the margin."""
-    x = ap[arm, rho, "p"]
-    half = len(x) // 2
-    if half < 1:
-        raise ValueError(f"the A/A control needs at least 2 seeds, got {len(x)}")
-    return compare_categories(x[:half], x[half:2 * half], f"A/A: the paper's model against itself, {rho:.0%} known",
-                              ("seeds, first half", "seeds, second half"), seed, margin)
+def a_a_verdict(ap: dict, rho: float, seed: int, margin: float, arm: Arm = FULL,
+                more: np.ndarray | None = None, per_side: int | None = None):
+    """The A/A negative control: the same arm (the paper's softmax) at ρ, one set of seeds
+    against a disjoint second set of as many (paired by position), must come out
+    'equivalent'. Its per-category AP are ap[arm, ρ, "p"] (n_seeds, C) followed by ``more``
+    (further seeds' rows, :func:`~fgclip.studies.decoupling.sweep.more_seeds_ap`); the first
+    ``per_side`` rows are set A, the next ``per_side`` set B (default: halves). It fails when
+    training noise at this size is wider than the margin."""
+    x = ap[arm, rho, "p"] if more is None or not len(more) else np.concatenate([ap[arm, rho, "p"], more])
+    half = len(x) // 2 if per_side is None else per_side
+    if half < 1 or 2 * half > len(x):
+        raise ValueError(f"the A/A control needs 2 x {half} seeds (at least 1 per side), got {len(x)}")
+    return compare_categories(x[:half], x[half:2 * half],
+                              f"A/A: the paper's model against itself, {rho:.0%} known, {half} vs {half} seeds",
+                              ("seeds, set A", "seeds, set B"), seed, margin)
 
 
 def summary_verdicts(ap: dict, proportions: list[float], seed: int, margin: float) -> list:
@@ -77,4 +105,31 @@ def summary_verdicts(ap: dict, proportions: list[float], seed: int, margin: floa
     return out
 
 
-power_check = verdicts.power_check  # the chapter's name for the shared record
+
+
+def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float, hand_text: torch.Tensor) -> dict:
+    """Why the paper's model does (or does not) beat its zero-shot start, as a record, from a
+    :class:`~fgclip.studies.decoupling.sweep.Sweep` (its per-category AP, the full model's
+    selection and kept head).
+
+    ``verdicts``: the full model (:data:`FULL`) against zero-shot at each ρ (per-category AP of
+    log p); ``start``: the mAP at the middle ρ of the full model untrained (where training
+    starts: random attention, prompts at the hand prompt's words) and of zero-shot;
+    ``prompt drift``: 1 - mean_c cos(f^t_c of the kept trained full model, f^t_c of the
+    hand prompt ``hand_text`` (C, D)); ``context tokens``: its prompts' M; ``convergence``: the selection's chosen epoch, budget,
+    whether the best epoch came before the budget's last, and the mean validation mAP after the
+    first and the chosen epoch at the chosen lr."""
+    rho, ap, selection, head = proportions[len(proportions) // 2], sweep.ap, sweep.selections[FULL], sweep.heads[FULL]
+    with torch.no_grad():
+        f_t = head.prompts() if getattr(head, "prompts", None) is not None else head.text_features
+        cos = F.cosine_similarity(f_t.float().cpu(), hand_text.float().cpu(), dim=-1)
+    curve = selection.mean_curve()
+    return {"verdicts": [compare_categories(ap[FULL, r, "p"], ap[ZERO_SHOT, r, "p"], f"full model vs zero-shot, {r:.0%} known",
+                                            ("full (paper)", "zero-shot"), seed, margin) for r in proportions],
+            "known": list(proportions),
+            "start": {"untrained": float(ap[UNTRAINED, rho, "p"].mean()), "zero-shot": float(ap[ZERO_SHOT, rho, "p"].mean()),
+                      "known": rho},
+            "prompt drift": float(1 - cos.mean()), "context tokens": int(getattr(getattr(head, "prompts", None), "n_ctx", 0)),
+            "convergence": {"lr": selection.lr, "epochs": selection.epochs, "budget": selection.budget,
+                            "converged": bool(selection.converged), "val first epoch": float(curve[0]),
+                            "val chosen epoch": float(curve[selection.epochs - 1])}}

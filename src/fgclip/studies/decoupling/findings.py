@@ -3,6 +3,7 @@ chapter's "What we found" box glues (``ch4-<key>``); nothing here states a numbe
 not produce."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ... import verdicts
@@ -14,25 +15,25 @@ SUMMARY_KEYS = ("full-zero-shot", "full-untrained", "full-logistic", "full-decou
 
 def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFrame, test_v: dict,
                      falsification: verdicts.Falsification, a_a: verdicts.Verdict, power: dict,
-                     selections: dict, data: str) -> dict[str, str]:
+                     selections: dict, data: str, planted: dict, zero_shot: dict) -> dict[str, str]:
     """{glue key: clause} for the chapter's findings box.
 
     summary: :func:`~fgclip.studies.decoupling.comparisons.summary_verdicts`; test_v: the
     scoring verdicts keyed by (control Arm, ρ); grads: the init-gradient table; power:
-    :func:`~fgclip.studies.decoupling.comparisons.power_check`; selections: Arm -> Selection.
+    :func:`~fgclip.studies.decoupling.comparisons.power_check`; selections: Arm -> Selection;
+    planted: world -> Verdict (softmax vs sigmoid+affine); zero_shot:
+    :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`.
     """
-    g = grads.loc["softmax"]
-    affine = [v.outcome for (arm, _), v in test_v.items() if arm == FULL_AFFINE]
+    affine = [v for (arm, _), v in test_v.items() if arm == FULL_AFFINE]
     not_converged = [arm.name for arm, sel in selections.items() if not sel.converged]
     out = dict(zip(SUMMARY_KEYS, [v.brief() for v in summary]))
     out |= {
         "pointing": pointing.brief(),
-        "unknown-gradients": f"mean |∂L/∂s| {g['unknown']:.1e} at unknown entries under the softmax "
-        f"(known negatives {g['known negative']:.1e}), exactly {grads.loc['sigmoid+affine', 'unknown']:.0f} "
-        "under the sigmoids",
+        "unknown-gradients": gradient_clause(grads),
         "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items()),
-        "same-across-proportions": f"{'the same' if len(set(affine)) == 1 else 'not the same'} at every "
-        f"proportion ({', '.join(affine)})",
+        "same-across-proportions": same_clause(affine),
+        "planted-signs": sign_clause(planted["single"], planted["independent"]),
+        "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
         "falsification": falsification.sentence(),
         "a-a": a_a.brief(),
         "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f}: "
@@ -43,3 +44,63 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
         "data": data,
     }
     return out
+
+
+def gradient_clause(grads: pd.DataFrame) -> str:
+    """The gradient reading from :func:`~fgclip.studies.decoupling.controls.init_gradients`'s
+    record (rows: scoring rules, at least "softmax" and one sigmoid): where the unknown entries
+    are pushed, how many known negatives sit under the margin, and how much of their gradient
+    is coupling. Directions are stated from the record's shares, never assumed."""
+    g = grads.loc["softmax"]
+    sig = grads.drop(index="softmax")
+    zero = bool((sig["unknown"] == 0).all())
+    if g["unknown up"] > 0 and g["unknown down"] > 0:
+        way = f"{g['unknown up']:.0%} of them pushed up and {g['unknown down']:.0%} down"
+    else:
+        way = f"all of them pushed {'up' if g['unknown up'] > 0 else 'down'}" if g["unknown"] > 0 \
+            else "none of them moved"
+    return (f"under the softmax, unknown entries get mean |∂L/∂s| {g['unknown']:.1e} (known negatives "
+            f"{g['known negative']:.1e}), {way}; {g['negatives under m']:.0%} of the known negatives sit at "
+            f"or under the margin m = {g['m']:g}, and with every known negative's own term deleted "
+            f"{g['coupling share']:.0%} of their gradient remains (coupling through the softmax); under the "
+            f"sigmoids the unknown entries get {'exactly 0' if zero else 'a non-zero gradient (a bug)'}")
+
+
+def same_clause(vs: list) -> str:
+    """Whether one comparison's outcome is the same at every proportion, with each difference,
+    and whether the difference changes sign (which one outcome can hide)."""
+    signs = {np.sign(v.difference) for v in vs}
+    return (f"{'the same' if len({v.outcome for v in vs}) == 1 else 'not the same'} at every proportion "
+            f"({', '.join(f'{v.difference:+.3f}, {v.outcome}' for v in vs)})"
+            + ("; the difference changes sign across the proportions" if len(signs) > 1 else ""))
+
+
+def sign_clause(single: verdicts.Verdict, independent: verdicts.Verdict) -> str:
+    """The planted 'single' and 'independent' worlds (softmax minus sigmoid+affine): their
+    differences and whether they agree in sign; a disagreement is called established only
+    when both verdicts name a better arm."""
+    head = (f"one category per image {single.difference:+.3f} ({single.outcome}), two independent categories "
+            f"per image {independent.difference:+.3f} ({independent.outcome}): ")
+    if np.sign(single.difference) == np.sign(independent.difference):
+        return head + "the same sign"
+    decided = [v.verdict in (verdicts.A_BETTER, verdicts.B_BETTER) for v in (single, independent)]
+    if all(decided):
+        return head + "opposite signs, both decided, so which rule wins depends on the world, not on coupling alone"
+    return head + ("opposite signs, but only " + ("the one-category" if decided[0] else "the two-category")
+                   + " world's verdict is decided" if any(decided) else "opposite signs, neither decided") \
+        + ", so the sign flip itself is not established at this size"
+
+
+def zero_shot_clause(d: dict) -> str:
+    """The full model against zero-shot at each proportion, where it starts, how far its
+    prompts moved and whether its selection converged
+    (:func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`)."""
+    st, cv = d["start"], d["convergence"]
+    return ("; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], d["verdicts"]))
+            + f". Untrained, at {st['known']:.0%} known, it starts at mAP {st['untrained']:.3f}, "
+            f"{'below' if st['untrained'] < st['zero-shot'] else 'at or above'} zero-shot's {st['zero-shot']:.3f}; "
+            f"its prompts (M = {d['context tokens']} context token(s) each) end a mean cosine distance "
+            f"{d['prompt drift']:.3f} from the hand prompt; lr {cv['lr']:g} "
+            f"was chosen with epoch {cv['epochs']} of {cv['budget']} (mean validation mAP {cv['val first epoch']:.3f} "
+            f"after epoch 1, {cv['val chosen epoch']:.3f} then), "
+            + ("still rising at the budget's end: not converged" if not cv["converged"] else "before the budget's end"))

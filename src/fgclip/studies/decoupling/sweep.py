@@ -14,6 +14,7 @@ from torch import nn
 from ...metrics.multilabel import known_map, per_class_ap
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .arms import FULL, LOGISTIC, TRAINED, UNTRAINED, ZERO_SHOT, Arm, Trainer, logistic_scores
+from .comparisons import a_a_verdict
 from .heads import Prediction
 from .stacked import Member
 
@@ -149,3 +150,35 @@ def selection_table(selections: dict, grid: SelectionGrid, where: str, extra: li
              "criterion": "eq-selection: best mean validation mAP on p (known entries)", "split": where}
             for arm, sel in selections.items()]
     return pd.DataFrame([*rows, *extra])
+
+
+def more_seeds_ap(trainer: Trainer, arm: Arm, sel: Selection, rho: float, extra: list[int],
+                  targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray, y_test: np.ndarray) -> np.ndarray:
+    """Per-category test AP on log p (len(extra), C) of ``arm`` trained at its selection's lr
+    and epochs at ρ for each of the ``extra`` seeds (side by side, one loop); (0, C) when none.
+    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}, split by fit_idx / val_idx."""
+    if not extra:
+        return np.zeros((0, y_test.shape[1]))
+    split = lambda m: (targets[m.seed, m.rho][fit_idx], targets[m.seed, m.rho][val_idx])  # noqa: E731
+    runs = trainer.train_members(arm, [Member(sel.lr, sd, rho) for sd in extra], split, sel.epochs)
+    return np.stack([per_class_ap(trainer.test(h).log_p, y_test) for h in runs.heads])
+
+
+def a_a_seed_sets(seeds: list[int], per_side: int) -> tuple[list[int], list[int]]:
+    """Two disjoint seed sets of ``per_side`` seeds each for the A/A control: the evaluation
+    ``seeds`` first, then further seeds max(seeds)+1, ...; returns (set A + set B in order, the
+    further seeds to train)."""
+    if per_side < 2:
+        raise ValueError(f"a_a_seeds must be >= 2 (seeds per side of the A/A control), got {per_side}")
+    extra = [max(seeds) + 1 + k for k in range(max(0, 2 * per_side - len(seeds)))]
+    return (list(seeds) + extra)[:2 * per_side], extra
+
+
+def a_a_control(trainer: Trainer, sweep: Sweep, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
+                y_test: np.ndarray, rho: float, extra: list[int], per_side: int, seed: int, margin: float):
+    """The A/A negative control on two disjoint sets of ``per_side`` seeds: the paper's model
+    (:data:`FULL`) at ρ, the sweep's seeds and then the ``extra`` ones trained at its
+    selection (:func:`more_seeds_ap`), read by
+    :func:`~fgclip.studies.decoupling.comparisons.a_a_verdict`."""
+    more = more_seeds_ap(trainer, FULL, sweep.selections[FULL], rho, extra, targets, fit_idx, val_idx, y_test)
+    return a_a_verdict(sweep.ap, rho, seed, margin, more=more, per_side=per_side)

@@ -1,0 +1,89 @@
+"""Chapter 4's findings: every clause follows the record it is made from, including a sign
+flip across proportions, opposite signs between planted worlds, and the gradient reading."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fgclip import verdicts
+from fgclip.studies.decoupling import arms as darms, findings as dfind
+from fgclip.train.selection import Selection
+
+
+def _v(shift: float, seed: int = 0) -> verdicts.Verdict:
+    """A verdict whose difference A - B is about ``shift`` (4 seeds x 16 categories)."""
+    rng = np.random.default_rng(seed)
+    b = 0.5 + rng.normal(0, 0.02, (4, 16))
+    return verdicts.compare(b + shift + rng.normal(0, 0.002, (4, 16)), b, claim="c", arms=("a", "b"),
+                            unit="categories", cluster_unit="categories", seed=0, margin=0.02)
+
+
+def _grads(unknown_up: float) -> pd.DataFrame:
+    row = {"known positive": 1e-3, "known negative": 3e-5, "unknown": 2e-5, "known positive up": 1.0,
+           "known positive down": 0.0, "known negative up": 0.0, "known negative down": 0.5, "unknown up": unknown_up,
+           "unknown down": 1 - unknown_up, "negatives under m": 0.54, "negatives, own terms deleted": 2.9e-5,
+           "coupling share": 0.97, "m": 0.05}
+    sig = {**row, "unknown": 0.0, "unknown up": 0.0, "unknown down": 0.0, "coupling share": 0.0}
+    return pd.DataFrame({"softmax": row, "sigmoid+affine": sig}).T
+
+
+def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unknown_up=0.34, converged=False):
+    rhos = (0.1, 0.5, 0.9)
+    test_v = {(darms.FULL_AFFINE, r): _v(s, i) for i, (r, s) in enumerate(zip(rhos, affine_shifts))}
+    sel = Selection("full", 0.01, 8 if not converged else 3, 0.8, {0.01: [[0.5 + 0.01 * e for e in range(8)]] * 2},
+                    (0, 1), 8, converged)
+    zs = {"verdicts": [_v(-0.05), _v(0.0), _v(0.05)], "known": list(rhos), "prompt drift": 0.012, "context tokens": 1,
+          "start": {"untrained": 0.44, "zero-shot": 0.69, "known": 0.5},
+          "convergence": {"lr": 0.01, "epochs": sel.epochs, "budget": 8, "converged": converged,
+                          "val first epoch": 0.5, "val chosen epoch": 0.57}}
+    a_a = _v(0.0)
+    fals = verdicts.falsify(test_v[darms.FULL_AFFINE, 0.5], _v(-0.1), a_a, verdicts.B_BETTER)
+    planted = {"single": _v(planted_shifts[0]), "independent": _v(planted_shifts[1])}
+    return dfind.chapter_findings([_v(0.0)] * 6, _v(0.2), _grads(unknown_up), test_v, fals, a_a,
+                                  verdicts.power_check(_v(0.1), 0.02), {darms.FULL: sel}, "data", planted, zs)
+
+
+def test_each_clause_follows_its_record():
+    f = _findings()
+    assert f["same-across-proportions"].startswith("not the same") and "changes sign" in f["same-across-proportions"]
+    assert "opposite signs, both decided" in f["planted-signs"] and "+0.070" in f["planted-signs"]
+    half = _findings(planted_shifts=(0.005, -0.07))["planted-signs"]  # the one-category world undecided
+    assert "only the two-category world's verdict is decided" in half and "not established" in half
+    g = f["unknown-gradients"]
+    assert "34% of them pushed up and 66% down" in g and "54% of the known negatives" in g
+    assert "97% of their gradient remains" in g and "exactly 0" in g and "m = 0.05" in g
+    z = f["full-zero-shot-diagnosis"]
+    assert z.count("known:") == 3 and "below zero-shot's 0.690" in z and "not converged" in z and "0.012" in z and "M = 1 context" in z
+    assert f["not-converged"] == darms.FULL.name
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_clauses_change_with_the_record(flip):
+    f = _findings(affine_shifts=(0.1, 0.1, 0.1), planted_shifts=(0.07, 0.07), unknown_up=0.0, converged=True)
+    assert f["same-across-proportions"].startswith("the same") and "changes sign" not in f["same-across-proportions"]
+    assert "the same sign" in f["planted-signs"]
+    assert "all of them pushed down" in f["unknown-gradients"]
+    assert "before the budget's end" in f["full-zero-shot-diagnosis"] and f["not-converged"] == "none"
+    if flip:  # one proportion's difference flips sign: the clause must say so
+        f = _findings(affine_shifts=(0.1, -0.1, 0.1), converged=True)
+        assert "changes sign" in f["same-across-proportions"]
+
+
+def test_full_vs_zero_shot_record():
+    from types import SimpleNamespace
+
+    import torch
+
+    from fgclip.studies.decoupling import comparisons as dcmp
+
+    rng, rhos = np.random.default_rng(0), [0.1, 0.5, 0.9]
+    zs = 0.6 + rng.normal(0, 0.02, (1, 16)).repeat(4, 0)
+    ap = {(darms.FULL, r, "p"): zs - 0.1 + rng.normal(0, 0.003, (4, 16)) for r in rhos}
+    ap |= {(darms.ZERO_SHOT, r, "p"): zs for r in rhos} | {(darms.UNTRAINED, r, "p"): zs - 0.2 for r in rhos}
+    text = torch.randn(16, 8)
+    sel = Selection("full", 0.01, 8, 0.7, {0.01: [[0.4 + 0.03 * e for e in range(8)]] * 2}, (0, 1), 8, False)
+    sweep = SimpleNamespace(ap=ap, selections={darms.FULL: sel}, heads={darms.FULL: SimpleNamespace(text_features=text)})
+    d = dcmp.full_vs_zero_shot(sweep, rhos, 0, 0.02, text)
+    assert [v.verdict for v in d["verdicts"]] == [verdicts.B_BETTER] * 3  # zero-shot better, as planted
+    assert d["prompt drift"] == pytest.approx(0.0, abs=1e-6) and d["start"]["untrained"] == pytest.approx(zs.mean() - 0.2)
+    assert d["convergence"]["val first epoch"] == pytest.approx(0.4) and not d["convergence"]["converged"]
+    assert d["context tokens"] == 0  # a head without a prompt learner

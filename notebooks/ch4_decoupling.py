@@ -489,9 +489,9 @@ display(grads.T.style.format("{:.3g}"))
 # average entry starts at $p = \pi$, not at $1/2$ where nearly every label is a negative),
 # and train the scalars at their own learning rate (`scalar_lr`), so they can reach a
 # calibrated threshold (a unit test checks that each fits a planted calibrated problem).
-# An earlier version started $\beta$ at $-\text{mean}(s)$, every $p$ near $1/2$ while about
-# 6% of the toy labels are positive; its first steps spent the budget pushing every score
-# down, and sigmoid+bias ended below its own untrained ranking.
+# Started at $-\text{mean}(s)$ instead, every $p$ would begin near $1/2$ although only a
+# small share of the labels is positive, and the first steps of a short budget would go
+# into pushing every score down rather than into ranking.
 # The paper's model is judged on its own prediction $p$.
 #
 # **How a comparison is judged here.** The unit is a category: its test AP, per training

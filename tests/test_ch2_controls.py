@@ -96,6 +96,6 @@ def test_informed_floor_draws_from_the_foil_word_class():
 def test_power_record():
     units = _units(foil_slot=True, orig_argmin=lambda i: 2)
     v = ccmp.la_verdict(units, "CLIP4DM", "random content word", units.foil_type.eq("color"), "color foils", 0, 0.03)
-    rec = ccmp.power_record(v)
+    (rec,) = ccmp.power_records([v])
     assert rec["half_width"] == pytest.approx((v.ci_high - v.ci_low) / 2)
     assert rec["target"] == pytest.approx(0.5 * max(abs(v.difference), 0.03)) and rec["met"]

@@ -13,16 +13,22 @@ MARGINS = Margins(share=0.03, rank=0.02, attr=0.1)
 
 
 def _units(effect: float, n=80, seeds=(0, 1, 2)):
-    """Shape foils whose share of flagged words and minimum attribution grow with the cosine
-    by ``effect`` (0: flat); ε = -0.01."""
+    """Shape foils, each beside its own original on its image: the original's cosine (the
+    pair's difficulty) raises the foil's share of flagged words and lowers its minimum
+    attribution by ``effect`` (0: flat); the foil's own cosine runs the other way, so
+    quartiles cut on it would reverse every trend; ε = -0.01."""
     frames = []
     for s in seeds:
         rng = np.random.default_rng(s)
         cos = rng.uniform(0.1, 0.5, n)
-        rank = np.argsort(np.argsort(cos)) / (n - 1)  # 0 .. 1 by cosine
-        frames.append(pd.DataFrame({"seed": s, "cluster": [f"{s}:{i}" for i in range(n)], "foil_type": "shape",
-                                    "cos": cos, "flagged": 0.2 + effect * rank,
+        rank = np.argsort(np.argsort(cos)) / (n - 1)  # 0 .. 1 by the original's cosine
+        base = {"seed": s, "cluster": [f"{s}:{i}" for i in range(n)], "image": [f"im{i}" for i in range(n)],
+                "original": [f"orig {i}" for i in range(n)]}
+        frames.append(pd.DataFrame({**base, "caption": [f"foil {i}" for i in range(n)], "foil_type": "shape",
+                                    "cos": 0.6 - cos, "flagged": 0.2 + effect * rank,
                                     "w_min": -0.01 * (1 + 5 * effect * rank)}))
+        frames.append(pd.DataFrame({**base, "caption": base["original"], "foil_type": "original", "cos": cos,
+                                    "flagged": 0.0, "w_min": -0.01}))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -50,13 +56,16 @@ def test_derangement_moves_every_image():
 
 
 def test_wrong_image_verdicts_fire_only_on_a_difference():
-    t = _units(0.0).assign(foil_type="original")
-    more = t.assign(**{"flagged|wrong": t.flagged + 0.2, "w_min|wrong": t.w_min - 0.01})
+    t = _units(0.0).assign(foil_type="original", **{"F|most negative": -0.1, "F|CLIPScore": 1.0})
+    more = t.assign(**{"flagged|wrong": t.flagged + 0.2, "w_min|wrong": t.w_min - 0.01,
+                       "F|most negative|wrong": -0.2, "F|CLIPScore|wrong": 1.0})  # F ranks own image above; CLIPScore ties
     v = cscale.wrong_image_verdicts(more, -0.01, 0, MARGINS)
-    assert [x.arms for x in v] == [("wrong image", "own image")] * 2
+    assert [x.arms for x in v[:2]] == [("wrong image", "own image")] * 2
     assert v[0].verdict == verdicts.A_BETTER and v[1].verdict == verdicts.B_BETTER
     assert v[1].difference == pytest.approx(-1.0)  # one |ε| lower
-    same = t.assign(**{"flagged|wrong": t.flagged, "w_min|wrong": t.w_min})
+    assert v[2].arms[1] == "CLIPScore" and (v[2].mean_a, v[2].mean_b) == (1.0, 0.5) and v[2].verdict == verdicts.A_BETTER
+    same = t.assign(**{"flagged|wrong": t.flagged, "w_min|wrong": t.w_min, "F|most negative|wrong": -0.1,
+                       "F|CLIPScore|wrong": 1.0})
     assert all(x.verdict == verdicts.EQUIVALENT for x in cscale.wrong_image_verdicts(same, -0.01, 0, MARGINS))
 
 

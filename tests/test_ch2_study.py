@@ -97,7 +97,7 @@ def test_verdict_families_on_synthetic_units():
     assert neg.arms == ("CLIP4DM", "random content word") and neg.margin == 0.03
     assert ccmp.transfer(units, draws, carms.last_layers(1), None, None, seed=0, margins=margins)[0] == []
     assert ccmp.clauses([]) == "not tested here"
-    assert ccmp.clauses(la[:1]) == f"{la[0].claim}: {la[0].brief()}"
+    assert ccmp.clauses(la[:1]) == f"{la[0].claim}: {ccmp.reading(la[0])}"
 
 
 def test_steps_end_to_end_on_an_exported_toy_split(tmp_path):

@@ -11,8 +11,8 @@ from ... import verdicts
 from ...methods.clip4dm import AttributionConfig, Attributions, f_clip_score
 from ...metrics.misalignment import caption_f1, group_contrast
 from .arms import F_NAMES, MAIN, Draw
-from .selection import Epsilons, tune_eps_f1, tune_eps_for_ap
-from .pairs import paired_accuracy
+from .selection import Epsilons, tune_eps_f1, tune_eps_paired
+from .pairs import own_original, paired_accuracy
 from .units import POSITION_RULE, Margins, ap_units, build_units, compare_units, labels_of, subset
 
 
@@ -110,19 +110,32 @@ def colour_word_verdict(units: pd.DataFrame, seed: int, margins: Margins) -> ver
                          unit="original captions", seed=seed, margin=margins.share)
 
 
+def pair_difficulty(units: pd.DataFrame) -> np.ndarray:
+    """Per row, the cosine of its own original caption on its image (an original's own
+    cosine): how hard the image-caption pair is, whatever word a foil replaced; NaN where
+    the original is absent."""
+    idx = own_original(units, units)
+    idx = np.where(units.foil_type.eq("original").to_numpy(), np.arange(len(units)), idx)
+    return np.where(idx >= 0, units.cos.to_numpy(dtype=float)[np.maximum(idx, 0)], np.nan)
+
+
 def quartiles(units: pd.DataFrame, t: str, values) -> np.ndarray:
-    """CLIPScore quartile (0 = lowest .. 3) of every ``t`` foil row with a value, quartiles cut
-    within each draw (so a draw's scale does not mix into another's); NaN elsewhere."""
+    """Quartile (0 = lowest .. 3) of every ``t`` foil row with a value by the CLIPScore of its
+    own original (:func:`pair_difficulty`, so a foil whose wrong word lowers its own score
+    most is not sorted into the lowest quartile by that drop), cut within each draw (ties
+    in file order); NaN elsewhere."""
     q, ok = np.full(len(units), np.nan), ~np.isnan(np.asarray(values, dtype=float))
+    cos = pair_difficulty(units)
     for s in units.seed.unique():
-        sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy() & ok)
-        q[sel] = pd.qcut(units.cos.to_numpy()[sel], 4, labels=False)
+        sel = np.flatnonzero((units.seed == s).to_numpy() & units.foil_type.eq(t).to_numpy() & ok & ~np.isnan(cos))
+        q[sel] = pd.qcut(pd.Series(cos[sel]).rank(method="first"), 4, labels=False).to_numpy()
     return q
 
 
 def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str], seed: int, margins: Margins,
                       metrics: dict[str, tuple[np.ndarray, float]] | None = None) -> list[verdicts.Verdict]:
-    """Within each foil type, the highest vs the lowest CLIPScore quartile (:func:`quartiles`)
+    """Within each foil type, the highest vs the lowest quartile of the own original's
+    CLIPScore (:func:`quartiles`)
     through ``group_contrast``, for each of ``metrics`` ({name: (per-row values, margin)};
     default LA and word AUC of ``method``)."""
     metrics = metrics or {"LA": (units[f"hit|{method}"].to_numpy(), margins.share),
@@ -141,14 +154,21 @@ def quartile_verdicts(units: pd.DataFrame, method: str, types: Sequence[str], se
     return out
 
 
+def threshold_paired(units: pd.DataFrame, cos: np.ndarray, w: Sequence[np.ndarray], e: float) -> np.ndarray:
+    """Paired accuracy (eq-clip4dm-paired) of the threshold-form F-CLIPScore at ``e`` on
+    every foil row of ``units`` (pairs ``cos``, ``w`` in row order)."""
+    return paired_accuracy(units, [f_clip_score(c, x, e, "threshold") for c, x in zip(cos, w)])
+
+
 def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: pd.DataFrame,
                       val_attr: Attributions, types: Sequence[str], seed: int, margins: Margins
                       ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
     """Threshold transfer across foil types: for target type t, ε tuned on val foils of t
     ("own ε") vs ε tuned on the val foils of the other types ("transferred ε"), as word F1
-    on test foils of t and as the AP of threshold-mode F-CLIPScore (originals vs t foils).
-    ``attrs[s]`` are the main method's attributions of draw s, rows in ``units`` order."""
-    vt, orig = val.foil_type.to_numpy(), val.foil_type.eq("original").to_numpy()
+    on test foils of t and as the paired accuracy of threshold-form F-CLIPScore (each t foil
+    against its own original; ε tuned on val by the same score). ``attrs[s]`` are the main
+    method's attributions of draw s, rows in ``units`` order."""
+    vt = val.foil_type.to_numpy()
     val_labels = labels_of(val_attr, val)
     w_all = [w for s in sorted(attrs) for w in attrs[s].w]
     cos_all = np.concatenate([attrs[s].cos for s in sorted(attrs)])
@@ -158,23 +178,21 @@ def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: 
         others = [u for u in types if u != t]
         e_f1 = {"own": tune_eps_f1(val_attr, val_labels, vt == t),
                 "transferred": tune_eps_f1(val_attr, val_labels, np.isin(vt, others))}
-        e_ap = {"own": tune_eps_for_ap(subset(val_attr, orig | (vt == t)), orig[orig | (vt == t)], "threshold"),
-                "transferred": tune_eps_for_ap(subset(val_attr, orig | np.isin(vt, others)),
-                                               orig[orig | np.isin(vt, others)], "threshold")}
+        e_pair = {"own": tune_eps_paired(val_attr, val, vt == t, "threshold"),
+                  "transferred": tune_eps_paired(val_attr, val, np.isin(vt, others), "threshold")}
         is_t = units.foil_type.eq(t).to_numpy()
         f1 = {k: np.array([caption_f1(w, y, e) if m else np.nan for w, y, m in zip(w_all, lab_all, is_t)])
               for k, e in e_f1.items()}
-        ap = {k: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], is_t)
-              for k, e in e_ap.items()}
+        acc = {k: threshold_paired(units, cos_all, w_all, e) for k, e in e_pair.items()}
         out.append(compare_units(units, f1["own"], f1["transferred"], is_t, claim=f"word F1 on {t} foils",
                                  arms=("own ε", "transferred ε"), unit=f"{t} foil captions", seed=seed,
                                  margin=margins.rank))
-        out.append(compare_units(units, ap["own"], ap["transferred"], ~np.isnan(ap["own"]),
-                                 claim=f"F-CLIPScore (threshold) AP, originals vs {t} foils",
-                                 arms=("own ε", "transferred ε"), unit="original captions", seed=seed,
+        out.append(compare_units(units, acc["own"], acc["transferred"], is_t,
+                                 claim=f"F-CLIPScore (threshold) paired accuracy on {t} foils",
+                                 arms=("own ε", "transferred ε"), unit=f"{t} foil captions", seed=seed,
                                  margin=margins.rank))
         chosen.append({"type": t, **{f"ε F1 {k}": v for k, v in e_f1.items()},
-                       **{f"ε AP {k}": v for k, v in e_ap.items()}})
+                       **{f"ε paired {k}": v for k, v in e_pair.items()}})
     return out, pd.DataFrame(chosen).set_index("type")
 
 
@@ -196,9 +214,10 @@ def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], 
                            eps: dict[str, float] = PAPER_EPSILONS
                            ) -> tuple[list[verdicts.Verdict], pd.DataFrame]:
     """The reviewers' transfer test with the paper's own two thresholds: word F1 on foil
-    captions and the AP of threshold-mode F-CLIPScore (originals above foils) at FOIL's ε
-    against Rich-HF's ε, on the same attributions (``attrs[s]`` rows in ``units`` order).
-    Also returns, per ε, the share of words it flags on foil and on original captions."""
+    captions and the paired accuracy of threshold-form F-CLIPScore (each foil against its own
+    original) at FOIL's ε against Rich-HF's ε, on the same attributions (``attrs[s]`` rows
+    in ``units`` order). Also returns, per ε, the share of words it flags on foil and on
+    original captions."""
     (name_a, e_a), (name_b, e_b) = eps.items()
     w_all = [w for s in sorted(attrs) for w in attrs[s].w]
     cos_all = np.concatenate([attrs[s].cos for s in sorted(attrs)])
@@ -206,26 +225,47 @@ def paper_epsilon_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], 
     foil = units.foil_type.ne("original").to_numpy()
     f1 = {e: np.array([caption_f1(w, y, e) if m else np.nan for w, y, m in zip(w_all, lab_all, foil)])
           for e in (e_a, e_b)}
-    ap = {e: ap_units(units, [f_clip_score(c, w, e, "threshold") for c, w in zip(cos_all, w_all)], foil)
-          for e in (e_a, e_b)}
+    acc = {e: threshold_paired(units, cos_all, w_all, e) for e in (e_a, e_b)}
     arms = (f"ε = {e_a:g} ({name_a})", f"ε = {e_b:g} ({name_b})")
     out = [compare_units(units, f1[e_a], f1[e_b], foil, claim="word F1 on foil captions", arms=arms,
                          unit="foil captions", seed=seed, margin=margins.rank),
-           compare_units(units, ap[e_a], ap[e_b], ~np.isnan(ap[e_a]), claim="F-CLIPScore (threshold) AP, "
-                         "originals vs foils", arms=arms, unit="original captions", seed=seed,
-                         margin=margins.rank)]
+           compare_units(units, acc[e_a], acc[e_b], foil, claim="F-CLIPScore (threshold) paired accuracy on "
+                         "foil captions", arms=arms, unit="foil captions", seed=seed, margin=margins.rank)]
     flagged = pd.DataFrame({f"{n} ε = {e:g}": {
         kind: float(np.mean(np.concatenate([np.asarray(w) < e for w, m in zip(w_all, foil) if m == is_foil])))
         for kind, is_foil in (("foil captions", True), ("original captions", False))} for n, e in eps.items()})
     return out, flagged.rename_axis("share of words flagged")
 
 
+def paper_eps_scale(eps: Epsilons, paper: dict[str, float] = PAPER_EPSILONS) -> dict[str, dict[str, float]]:
+    """Each of the paper's ε as a fraction of the ε this run tuned for the same use (word F1;
+    the threshold form): {use: {benchmark: ratio}}. Far below 1, both of the paper's ε sit
+    among the words nearest zero and flag nearly the same ones, so their test cannot fail."""
+    tuned = {"word F1": eps.f1, "threshold form": eps.forms["threshold"]}
+    return {use: {name: float(e / t) if t else float("nan") for name, e in paper.items()} for use, t in tuned.items()}
+
+
+def reading(v: verdicts.Verdict) -> str:
+    """:meth:`~fgclip.verdicts.Verdict.brief` plus what its interval says against the margin:
+    a side whose near end lies inside the margin is better by possibly less than the margin;
+    an 'equivalent' whose arms are both 0 everywhere compares nothing."""
+    s = v.brief()
+    near = v.ci_low if v.difference > 0 else v.ci_high
+    if v.verdict in (verdicts.A_BETTER, verdicts.B_BETTER) and v.margin and abs(near) < v.margin:
+        s += (f" (its near end, {near:+.3f}, lies inside the ±{v.margin:g} margin: better, but possibly by less "
+              f"than the margin)")
+    if v.verdict == verdicts.EQUIVALENT and v.mean_a == v.mean_b == 0 and v.ci_low == v.ci_high == 0:
+        s += " (both arms are 0 on every caption: this row compares nothing)"
+    return s
+
+
 def clauses(vs: Sequence[verdicts.Verdict]) -> str:
     """Several verdicts as one Markdown string of '<claim>: <brief>' clauses, for prose."""
-    return "; ".join(f"{v.claim}: {v.brief()}" for v in vs) or "not tested here"
+    return "; ".join(f"{v.claim}: {reading(v)}" for v in vs) or "not tested here"
 
 
-def power_record(v: verdicts.Verdict) -> dict:
-    """The power check of the chapter's central comparison: the interval's half-width against
-    half of max(|difference|, margin); ``met`` when it is no wider (issue 30's target)."""
-    return verdicts.power_check(v)
+def power_records(vs: Sequence[verdicts.Verdict]) -> list[dict]:
+    """The power check of each of ``vs`` (the chapter's central comparisons): the interval's
+    half-width against half of max(|difference|, margin); ``met`` when it is no wider (issue
+    30's target), else the comparison is under-powered at this number of scenes."""
+    return [verdicts.power_check(v) for v in vs]

@@ -1,7 +1,10 @@
 """Chapter 2's controls of the localization test, both read through LA itself: planted
 colour foils against the same slot of their own originals (positive), and the headline
 foils' slot in their originals, where nothing is wrong, against a random content word
-(negative, which must come out 'equivalent')."""
+(negative, which must come out 'equivalent'). Each foil type's LA against the random content
+word is read through the positive control and its own slot's negative control; and each
+type's foils are compared with the same slot of their own originals, which separates
+finding the wrong word from a prior for its word class."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,3 +59,27 @@ def position_control(units: pd.DataFrame, foil_type: str, margin: float, seed: i
     return compare_units(units, a, b, ~np.isnan(a), claim=f"{MAIN} on the {foil_type} slot of original captions",
                          arms=(MAIN, "random content word"), unit=f"original captions ({foil_type} slot)",
                          seed=seed, margin=margin)
+
+
+def slot_verdict(units: pd.DataFrame, foil_type: str, margin: float, seed: int) -> verdicts.Verdict:
+    """The rule's LA on the ``foil_type`` foils against how often it lands on the same slot of
+    their own originals, where the word is right: a rule with only a prior for the slot's
+    word class lands there alike in both and comes out 'equivalent' or worse."""
+    rows = units[units.foil_type.eq(foil_type)]
+    a, b = np.full(len(units), np.nan), np.full(len(units), np.nan)
+    pos = units.index.get_indexer(rows.index)
+    a[pos], b[pos] = rows[f"hit|{MAIN}"].to_numpy(dtype=float), original_slot(rows, units)["slot hit"].to_numpy()
+    return compare_units(units, a, b, ~np.isnan(a) & ~np.isnan(b),
+                         claim=f"LA on {foil_type} foils against the same slot of their own originals",
+                         arms=("foil caption", "own original"), unit=f"{foil_type} foil captions", seed=seed,
+                         margin=margin)
+
+
+def type_falsifications(tests: list[verdicts.Verdict], positive: verdicts.Verdict,
+                        slots: list[verdicts.Verdict]) -> list[verdicts.Falsification]:
+    """Each foil type's LA test (against the random content word) read through the planted
+    positive control and that type's own slot control (:func:`position_control`), in the
+    same order as ``slots``."""
+    if len(tests) != len(slots):
+        raise ValueError(f"type_falsifications: {len(tests)} tests but {len(slots)} slot controls")
+    return [verdicts.falsify(t, positive, n, effect=verdicts.A_BETTER) for t, n in zip(tests, slots)]

@@ -12,11 +12,11 @@ import pandas as pd
 
 from ... import verdicts
 from .arms import MAIN
-from .comparisons import clauses
+from .comparisons import clauses, paper_eps_scale, reading
 from .selection import Epsilons
 from .units import Margins
 
-FAMILIES = ("la", "floor", "paired", "ap", "colour-word", "controls", "quartiles", "scale", "wrong-image",
+FAMILIES = ("la", "floor", "slot", "paired", "ap", "colour-word", "controls", "quartiles", "scale", "wrong-image",
             "transfer", "paper-eps")
 
 
@@ -44,21 +44,69 @@ def relation_note(roles: pd.DataFrame, la: Mapping[str, float]) -> str:
             f"relation word in {rel:.3f}; LA there is {la.get('relation', float('nan')):.3f}")
 
 
-def findings(v: Mapping[str, Sequence[verdicts.Verdict]], f_loc: verdicts.Falsification, power: dict,
-             run: str, relation: str) -> dict[str, str]:
-    """The closing box's clauses, keyed as the chapter's prose glues them (``ch2-<key>``)."""
+def through_controls(f: verdicts.Falsification) -> str:
+    """A test's clause that leads with its conclusion: what the test concludes, whether its
+    controls behaved, and only then the comparison itself."""
+    ctl = "both controls passed" if f.controls_pass else (
+        f"its {'positive' if not f.positive_passed else 'negative'} control "
+        f"({(f.positive if not f.positive_passed else f.negative).claim}) failed")
+    return f"{f.test.claim}: the test concludes **{f.conclusion}** ({ctl}); the comparison alone: {reading(f.test)}"
+
+
+def power_clause(power: Sequence[dict]) -> str:
+    """The power checks as one clause: each comparison's half-width against its target."""
+    return "; ".join(f"{p['claim']} ({p['arms'][0]} vs {p['arms'][1]}): half-width {p['half_width']:.3f} against "
+                     f"a target of {p['target']:.3f}, {'met' if p['met'] else 'not met: under-powered at this size'}"
+                     for p in power)
+
+
+def deviation_clause(eps: Epsilons, eps_types: pd.DataFrame) -> str:
+    """Every ε the validation split chose above zero (a deviation: the paper's ε is negative,
+    so a positive one also flags words that raise the score), or that none was."""
+    pos = [f"{k} {e:+.3g}" for k, e in {"word F1": eps.f1, **eps.forms}.items() if e is not None and e > 0]
+    pos += [f"{t}, {col} {e:+.3g}" for t, row in eps_types.iterrows() for col, e in row.items() if e > 0]
+    if not pos:
+        return "every ε chosen on the validation split is negative, as the paper's are"
+    return (f"ε chosen above zero ({'; '.join(pos)}): a deviation from the paper, whose ε is negative; a "
+            f"positive ε also flags words that raise the score")
+
+
+def paper_eps_clause(scale: Mapping[str, Mapping[str, float]], informative: float = 0.1) -> str:
+    """Each use's ratio of the paper's ε to the one this run tuned, and whether the paper-ε
+    test can fail at this scale (uninformative when every ratio is below ``informative``)."""
+    parts = []
+    for use, ratios in scale.items():
+        r = ", ".join(f"{name} {abs(x):.1%}" for name, x in ratios.items())
+        side = " and on the other side of zero (the tuned ε is above it)" if min(ratios.values()) < 0 else ""
+        ok = max(abs(x) for x in ratios.values()) >= informative
+        parts.append(f"for {use} the paper's ε are {r} of the size of the tuned ε{side}, "
+                     + ("so the test can tell them apart" if ok else "so both flag nearly the same words and the "
+                        "test is uninformative at this scale"))
+    return "; ".join(parts)
+
+
+def findings(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verdicts.Falsification],
+             power: Sequence[dict], run: str, relation: str, speed: Any, eps: Epsilons,
+             eps_types: pd.DataFrame) -> dict[str, str]:
+    """The closing box's clauses, keyed as the chapter's prose glues them (``ch2-<key>``);
+    ``f_types``: each foil type's LA test read through its controls, the headline first;
+    ``speed``: a :class:`~fgclip.studies.clip4dm.speed.Speed` (CLIP4DM's pairs/s over
+    leave-one-word-out's, measured and allowed by FLOPs); ``eps``, ``eps_types``: the chosen ε,
+    read for the paper-ε test's scale and for any ε above zero."""
     la = v["la"]
     return {
-        "run": run, "random": la[0].brief(), "loo-head": la[1].brief(), "loo-all": la[2].brief(),
-        "relu": la[3].brief(), "gae": la[4].brief(), "rule": la[5].brief(), "per-type": clauses(la[6:]),
-        "relation": relation, "colour-word": v["colour-word"][0].brief(), "floor": clauses(v["floor"]),
-        "paired": clauses(v["paired"]), "ap-min": v["ap"][0].brief(), "ap-threshold": v["ap"][1].brief(),
-        "ap-additive": v["ap"][2].brief(), "controls": f_loc.sentence(),
+        "run": run, "random": through_controls(f_types[0]), "loo-head": reading(la[1]), "loo-all": reading(la[2]),
+        "relu": reading(la[3]), "gae": reading(la[4]), "rule": reading(la[5]),
+        "per-type": "; ".join(through_controls(f) for f in f_types[1:]) or "not tested here",
+        "relation": relation, "colour-word": reading(v["colour-word"][0]), "floor": clauses(v["floor"]),
+        "slot": clauses(v["slot"]), "paired": clauses(v["paired"]), "ap-min": reading(v["ap"][0]),
+        "ap-threshold": reading(v["ap"][1]), "ap-additive": reading(v["ap"][2]), "controls": f_types[0].sentence(),
         "position-controls": clauses(v["controls"][1:]), "quartiles": clauses(v["quartiles"]),
         "scale": clauses(v["scale"]), "wrong-image": clauses(v["wrong-image"]), "transfer": clauses(v["transfer"]),
-        "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f} with "
-                 f"{power['n_seeds']} draws: {'met' if power['met'] else 'not met'}",
-        "paper-eps": clauses(v["paper-eps"])}
+        "power": power_clause(power), "paper-eps": clauses(v["paper-eps"]),
+        "paper-scale": paper_eps_clause(paper_eps_scale(eps)), "deviations": deviation_clause(eps, eps_types),
+        "speed": f"CLIP4DM runs {speed.measured:.2f}x the pairs/s of leave-one-word-out on the machine that built "
+                 f"this page, where their FLOPs allow {speed.allowed:.2f}x"}
 
 
 def run_summary(units: pd.DataFrame, headline: str, seeds: Sequence[int], model: str, rule: str
@@ -72,11 +120,12 @@ def run_summary(units: pd.DataFrame, headline: str, seeds: Sequence[int], model:
     return line, {"la_headline_shape": la["head"], "la_all_types": la["all"], "n_test_foils": int(is_foil.sum())}
 
 
-def record(v: Mapping[str, Sequence[verdicts.Verdict]], f_loc: verdicts.Falsification, found: Mapping[str, str],
+def record(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verdicts.Falsification],
+           found: Mapping[str, str],
            tables: Mapping[str, pd.DataFrame], *, la_table: pd.DataFrame, ap_table: pd.DataFrame, eps: Epsilons,
            margins: Margins, **fields: Any) -> dict[str, Any]:
     """The chapter's results record: ``fields`` as given, every verdict in record order, the
-    falsification of the central test, the findings, each of ``tables`` as a dict, LA and
+    falsification of each type's LA test (the headline first), the findings, each of ``tables`` as a dict, LA and
     word AUC per arm and foil type, the AP table, every ε and the declared margins."""
     return {**fields, "seed_axis": "independent test draws (toy: exports; real: seeded samples)",
             "la_rule": "word (official): the argmin word equals the foil word; the position rule is a named arm",
@@ -86,5 +135,5 @@ def record(v: Mapping[str, Sequence[verdicts.Verdict]], f_loc: verdicts.Falsific
             "per_type_auc": {m: row["word AUC"].dropna().to_dict() for m, row in la_table.iterrows()},
             "ap": ap_table.to_dict(orient="index"),
             "margins": {"share": margins.share, "rank": margins.rank, "attr": margins.attr},
-            "verdicts": all_verdicts(v), "controls": [f_loc], "found": list(found.values()),
+            "verdicts": all_verdicts(v), "controls": list(f_types), "found": list(found.values()),
             **{name: t.to_dict(orient="index") for name, t in tables.items()}}

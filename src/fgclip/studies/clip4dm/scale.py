@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ... import verdicts
-from ...methods.clip4dm import AttributionConfig
+from ...methods.clip4dm import AttributionConfig, clip_score, f_clip_score
 from ...models.factory import Clip
 from .arms import attribute
 from .comparisons import quartile_verdicts, quartiles
@@ -76,15 +76,31 @@ def wrong_image_units(clip: Clip, units: pd.DataFrame, main: AttributionConfig, 
     attr = attribute(clip, wrong.reset_index(drop=True), [main], device, batch_size)[0][main]
     orig["flagged|wrong"] = [float(np.mean(w < eps)) for w in attr.w]
     orig["w_min|wrong"] = [float(np.min(w)) for w in attr.w]
+    orig["F|most negative|wrong"] = [f_clip_score(float(c), w, None, "most negative") for c, w in zip(attr.cos, attr.w)]
+    orig["F|CLIPScore|wrong"] = clip_score(attr.cos)
     return orig
+
+
+def own_above_wrong(own, wrong) -> np.ndarray:
+    """1 where a caption scores higher on its own image than on the wrong one, 1/2 on a tie."""
+    own, wrong = np.asarray(own, dtype=float), np.asarray(wrong, dtype=float)
+    return (own > wrong) + 0.5 * (own == wrong)
 
 
 def wrong_image_verdicts(table: pd.DataFrame, eps: float, seed: int, margins: Margins) -> list[verdicts.Verdict]:
     """Original captions on another scene against the same captions on their own image: the
-    share of words below ``eps`` and the minimum attribution (in units of |eps|)."""
+    share of words below ``eps`` and the minimum attribution (in units of |eps|); and the
+    paper's own failure case, a mismatched pair its score should rate below the matched one:
+    how often F-CLIPScore (most negative form) ranks a caption's own image above the wrong
+    one, against CLIPScore."""
     t = table.reset_index(drop=True)
     kw = dict(arms=("wrong image", "own image"), unit="original captions", seed=seed)
     return [compare_units(t, t["flagged|wrong"], t.flagged, np.ones(len(t), bool), margin=margins.share,
                           claim=f"original captions: {FLAG}", **kw),
             compare_units(t, t["w_min|wrong"] / abs(eps), t.w_min / abs(eps), np.ones(len(t), bool),
-                          margin=margins.attr, claim=f"original captions: {MIN_W}", **kw)]
+                          margin=margins.attr, claim=f"original captions: {MIN_W}", **kw),
+            compare_units(t, own_above_wrong(t["F|most negative"], t["F|most negative|wrong"]),
+                          own_above_wrong(t["F|CLIPScore"], t["F|CLIPScore|wrong"]), np.ones(len(t), bool),
+                          margin=margins.rank, claim="original captions ranked above themselves on a wrong image",
+                          arms=("F-CLIPScore as the paper's code evaluates it (most negative)", "CLIPScore"),
+                          unit="original captions", seed=seed)]

@@ -8,21 +8,31 @@ import numpy as np
 import pandas as pd
 
 from ...methods.clip4dm import F_FORMS, AttributionConfig, Attributions
-from ...metrics.misalignment import foil_ap, tune_threshold
+from ...metrics.misalignment import tune_threshold
 from .arms import last_layers
+from .pairs import own_original
 from .units import f_scores, labels_of, localization_units
 
 
-def tune_eps_for_ap(attr: Attributions, is_orig: np.ndarray, form: str,
-                    n_candidates: int = 40) -> float:
-    """The ε that maximises the AP of F-CLIPScore (``form``: threshold or additive) for
-    originals above foils, over quantiles of the pooled w_j (call it on the val split)."""
+def tune_eps_paired(attr: Attributions, rows: pd.DataFrame, keep, form: str, n_candidates: int = 40) -> float:
+    """The ε that maximises the paired accuracy (eq-clip4dm-paired: each foil below its own
+    original, ties 1/2) of F-CLIPScore (``form``: threshold or additive), averaged over the
+    foils of ``rows`` where ``keep``, over quantiles of the pooled w_j (call it on the val
+    split). Each foil meets only its own original, so no caption template is ranked against
+    another while ε is chosen."""
     if form not in F_FORMS or form == "most negative":
-        raise ValueError(f"tune_eps_for_ap: form must be 'threshold' or 'additive', got {form!r}")
+        raise ValueError(f"tune_eps_paired: form must be 'threshold' or 'additive', got {form!r}")
+    idx = own_original(rows, rows)
+    ok = np.flatnonzero(np.asarray(keep, bool) & rows.foil_type.ne("original").to_numpy() & (idx >= 0))
+    if not ok.size:
+        raise ValueError("tune_eps_paired: no foil with its own original where keep")
     w = np.concatenate(attr.w)
     cands = np.nextafter(np.unique(np.quantile(w, np.linspace(0, 1, n_candidates))), np.inf)
-    aps = [foil_ap(f_scores(attr, {form: float(e)})[form], is_orig) for e in cands]
-    return float(cands[int(np.argmax(aps))])
+    acc = []
+    for e in cands:
+        f = f_scores(attr, {form: float(e)})[form]
+        acc.append(np.mean((f[idx[ok]] > f[ok]) + 0.5 * (f[idx[ok]] == f[ok])))
+    return float(cands[int(np.argmax(acc))])
 
 
 def tune_eps_f1(attr: Attributions, labels: Sequence[np.ndarray], keep: np.ndarray) -> float:
@@ -56,11 +66,12 @@ class Epsilons:
 
 def select_epsilons(attr: Attributions, val: pd.DataFrame, tune: bool = True,
                     epsilon: float = 0.0) -> Epsilons:
-    """Every ε on the validation rows: one per F-CLIPScore form for its AP (originals above
-    foils), and the threshold rule's for word F1 (or ``epsilon`` when not ``tune``)."""
+    """Every ε on the validation rows: one per F-CLIPScore form for its paired accuracy (each
+    foil below its own original, all foils), and the threshold rule's for word F1 (or
+    ``epsilon`` when not ``tune``)."""
     orig = val.foil_type.eq("original").to_numpy()
-    forms = {"most negative": None, "threshold": tune_eps_for_ap(attr, orig, "threshold"),
-             "additive": tune_eps_for_ap(attr, orig, "additive")}
+    forms = {"most negative": None, "threshold": tune_eps_paired(attr, val, ~orig, "threshold"),
+             "additive": tune_eps_paired(attr, val, ~orig, "additive")}
     f1 = tune_eps_f1(attr, labels_of(attr, val), np.ones(len(val), bool)) if tune else epsilon
     fpr = float(np.mean([np.mean(w < f1) for w, o in zip(attr.w, orig) if o]))
     return Epsilons(f1, forms, fpr)
@@ -72,8 +83,8 @@ def selection_table(n_layers: int, main: AttributionConfig, eps: Epsilons, tuned
     return pd.DataFrame([
         ("layers n (last n)", f"1..{n_layers}", main.label, "LA (most negative word)", val_split),
         ("ε, threshold rule", "80 quantiles of w_j" if tuned else "given", f"{eps.f1:.3g}", "word F1", val_split),
-        ("ε, F-CLIPScore threshold form", "40 quantiles of w_j", f"{eps.forms['threshold']:.3g}", "AP", val_split),
-        ("ε, F-CLIPScore additive form", "40 quantiles of w_j", f"{eps.forms['additive']:.3g}", "AP", val_split),
+        ("ε, F-CLIPScore threshold form", "40 quantiles of w_j", f"{eps.forms['threshold']:.3g}", "paired accuracy", val_split),
+        ("ε, F-CLIPScore additive form", "40 quantiles of w_j", f"{eps.forms['additive']:.3g}", "paired accuracy", val_split),
         ("ε, F-CLIPScore most-negative form", "none", "none", "the form has no ε", "-"),
-        ("ε per foil type (transfer)", "80 / 40 quantiles", "table below", "word F1 / AP", val_split)],
+        ("ε per foil type (transfer)", "80 / 40 quantiles", "table below", "word F1 / paired accuracy", val_split)],
         columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])

@@ -407,7 +407,7 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand_heads = ma.train_logged(ma.Arm("random-init CLIP", base), rand, grid, seeds, period, selections, curves)
     scores["random-init CLIP + trained heads"] = ev.arm_scores(rand_heads, rand.test, keep, parse)
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
-    scores, seeds, [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves))))
+    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves))))
 
 # %% [markdown]
 # ## Verdicts: grounding or objectness?
@@ -612,7 +612,7 @@ findings = {"data": f"seeds {seeds}, {len(images)} test phrases in {len(set(imag
     ["centre", "centre-non-centre", "object", "object-non-centre", "saliency", "saliency-non-centre", "untrained"],
     [v.brief() for v in headline])), "variants": briefs(variants), "grounding": grounding.sentence(),
     "selectivity": sel_v.brief(), "bias-cross": briefs(cross), "batch-size": briefs(batch_v), "power": power["sentence"],
-    "centre-prior": centre_test.sentence() if centre_test else "not run with these parameters", "converged": converged, "seeds": "; ".join(seed_notes)}
+    "centre-prior": centre_test.sentence() if centre_test else "not run with these parameters", "converged": converged, "seeds": ". ".join(seed_notes)}
 glue_findings("ch1", findings)
 display(found_box("What we found", list(findings.values())))
 
@@ -659,5 +659,5 @@ write_results(results_path, {
     scores.items()}, "verdicts": chapter_v, "controls": [grounding] + ([centre_test] if centre_test else []), "bias_sweep":
     sweep.table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
-    "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, [a.name for a in arms.all()]), "selectivity": dict(
+    "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

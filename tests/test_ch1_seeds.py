@@ -20,8 +20,8 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     rows = msd.below_floor(_scores([6, 1, 2]), [0, 1, 2], ["main"])
     assert [(r["seed"], len(r["floors"])) for r in rows] == [(1, 2), (2, 1)]  # 0.1 < 0.2 and 0.3; 0.2 < 0.3 only
     found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves)
-    assert found[0].startswith("main, seed 1: 0.100, below random point (0.200) and caption-blind saliency")
-    assert "untrained heads score 0.000" in found[0] and "validation loss 2.900 against 2.000-2.100" in found[0]
+    assert len(found) == 1 and found[0].startswith("main: seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300")
+    assert "its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100), seed 2 (0.200;" in found[0]
 
 
 def test_no_seed_below_the_floors_says_so_and_bad_input_is_named():

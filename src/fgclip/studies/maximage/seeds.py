@@ -50,21 +50,25 @@ def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 
 def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                   curves: Sequence[dict] = (), untrained: str = "untrained heads") -> list[str]:
-    """A sentence per (arm, seed) below a floor (:func:`below_floor`), or one saying none is."""
+    """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
+    seed with its accuracy, the floors it is below, the same seed's untrained heads and its
+    validation loss beside the arm's other seeds'; or one sentence saying no seed is."""
     rows = below_floor(scores, seeds, arms)
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
     out = []
-    for r in rows:
-        j = list(seeds).index(r["seed"])
-        why = [f"{r['arm']}, seed {r['seed']}: {r['accuracy']:.3f}, below " + " and ".join(
-            f"{f} ({r['random'] if f == 'random point' else r['saliency']:.3f})" for f in r["floors"])]
-        if untrained in scores:
-            why.append(f"the same seed's untrained heads score {scores[untrained][j].mean():.3f}")
-        val = last_val_losses(curves, r["arm"])
-        if r["seed"] in val and len(val) > 1:
-            others = [v for s, v in val.items() if s != r["seed"]]
-            why.append(f"its validation loss {val[r['seed']]:.3f} against {min(others):.3f}-{max(others):.3f} "
-                       "for the arm's other seeds")
-        out.append("; ".join(why))
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        val = last_val_losses(curves, arm)
+        parts = []
+        for r in (r for r in rows if r["arm"] == arm):
+            j = list(seeds).index(r["seed"])
+            bits = [f"{r['accuracy']:.3f}", "below " + " and ".join(
+                f"{f} at {r['random'] if f == 'random point' else r['saliency']:.3f}" for f in r["floors"])]
+            if untrained in scores and arm != untrained:
+                bits.append(f"its untrained heads {scores[untrained][j].mean():.3f}")
+            if r["seed"] in val and len(val) > 1:
+                others = [v for s, v in val.items() if s != r["seed"]]
+                bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
+            parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
+        out.append(f"{arm}: " + ", ".join(parts))
     return out

@@ -70,3 +70,23 @@ def test_chapter_verdicts_leave_out_a_dropped_arm():
     assert (ff.GLOBAL_SLOT, ff.GLOBAL) in {v.arms for v in kept.all}
     assert ff.GLOBAL_SLOT not in {a for v in dropped.all for a in v.arms}
     assert len(kept.all) == len(dropped.all) + 2 and dropped.by_arms(ff.FOR, ff.SUPERVISED) is dropped.repair
+
+
+def test_findings_say_when_the_global_slot_changed_nothing():
+    rng = np.random.default_rng(1)
+    folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED, ff.PAPER,
+            ff.NAMES_REMOVED, ff.ORACLE, ff.SCALED_TAU]
+    rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
+                          "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in seeds for c in cats])
+    same = rows[rows["arm"] == ff.GLOBAL].assign(arm=ff.GLOBAL_SLOT)  # ranks exactly as CLIP global
+    cv = page.chapter_verdicts(pd.concat([rows, same]), folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+    sel = {ff.FOR: Selection(ff.FOR, 1e-3, 2, 0.5, {1e-3: [[0.4, 0.5]]}, (0, 1), 6)}
+    power = {"half_width": 0.1, "target": 0.01, "n_seeds": 2, "n_clusters": 2, "met": False}
+    fals = type("F", (), {"conclusion": "the test cannot decide here"})()
+    out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99."})
+    assert out["global-slot"].startswith("Share 0.99. Yet the pairs they win changed no ranking")
+    assert "+0.000 [+0.000, +0.000]" in out["global-slot"] and out["seeds"] == "2 folds x seeds [0, 1]"
+    moved = pd.concat([rows, same.assign(AP=same["AP"] + 0.01)])
+    cv2 = page.chapter_verdicts(moved, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+    assert page.findings(cv2, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share."})["global-slot"] == "Share."

@@ -23,6 +23,7 @@ stages must become, relative to the clustering, before the claim can hold.
 from __future__ import annotations
 
 import json
+from itertools import groupby
 from pathlib import Path
 
 from ...paths import project_home
@@ -114,17 +115,18 @@ def speed_sentence(result: dict, model: str = "RN50") -> str:
     if not rows:
         raise ValueError(f"for.json has no per-stage rows for model {model!r}")
     parts = []
-    for r in rows:
-        holds = "3x holds here" if r["needed_speedup"] <= 1 else \
-            f"3x would need the network stages {r['needed_speedup']:.0f}x faster next to the same clustering"
-        parts.append(f"at {r['map']} ({r['input_px']} px) with {r['method']} clustering, Cluster-CLIP took "
-                     f"{r['ratio']:.2f}x SUM-CLIP's time (backbone {r['backbone']:.0f} ms, head {r['head']:.0f} ms, "
-                     f"clustering {r['clustering']:.1f} ms per image): {holds}")
+    for (side, px), group in groupby(rows, key=lambda r: (r["map"], r["input_px"])):
+        g = list(group)
+        parts.append(f"at {side} ({px} px), backbone {g[0]['backbone']:.0f} ms and head {g[0]['head']:.0f} ms per "
+                     f"image, Cluster-CLIP took " + " and ".join(
+                         f"{r['ratio']:.2f}x SUM-CLIP's time with {r['method']} clustering ({r['clustering']:.1f} ms)"
+                         + (", where 3x holds here" if r["needed_speedup"] <= 1 else
+                            f", where 3x would need the network stages {r['needed_speedup']:.0f}x faster")
+                         for r in g))
     anywhere = any(r["needed_speedup"] <= 1 for r in rows)
-    return (f"Speed ({model} at random weights, {rows[0]['queries']} SUM-CLIP queries, on {result['machine']}, "
+    return (f"Speed ({model} at random weights, {rows[0]['queries']} SUM-CLIP queries, {result['machine']}, "
             f"{result['date']}, `benchmarks/results/for.json`): " + "; ".join(parts) + ". "
-            + ("The paper's 3x holds in at least one of these settings on this CPU. " if anywhere else
-               "On this CPU the backbone costs most and the paper's 3x holds in none of these settings; it can "
-               "only hold where the network runs that much faster than the clustering, as on a GPU with "
-               "clustering left on the CPU, which this book did not measure. ")
-            + "Retrieval quality is the subject of the verdicts above; speed is not.")
+            + ("The paper's 3x holds in at least one of these settings on this CPU." if anywhere else
+               "On this CPU the network stages cost most and the paper's 3x holds in none of these settings; it "
+               "can only hold where the network runs that much faster than the clustering, as on a GPU with "
+               "clustering left on the CPU, which this book did not measure."))

@@ -2,6 +2,8 @@
 wrong word from a word-class prior, each type's test read through its own slot control,
 the clauses that qualify a verdict by its margin, the paper-ε scale, ε above zero named as a
 deviation, and ε tuned by paired accuracy; each made to fail on purpose."""
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -28,14 +30,18 @@ def test_each_type_goes_through_its_own_slot_control():
     pos = cctl.planted_control(good[good.foil_type.eq("color")].reset_index(drop=True), good, 0.03, 0)
     quiet = cctl.position_control(good, "color", 0.2, 0)  # slot half the time, as a random word
     prior = cctl.position_control(_units(True, lambda i: 1), "color", 0.03, 0)  # always the slot: a prior
-    f_ok, f_bad = cctl.type_falsifications([test, test], pos, [quiet, prior])
+    shape_test = dataclasses.replace(test, claim="LA on shape foils")
+    shape_prior = dataclasses.replace(prior, claim=prior.claim.replace("color slot", "shape slot"))
+    f_bad, f_ok = cctl.type_falsifications([shape_test, test], pos, [quiet, shape_prior])  # paired by name, not order
+    assert f_bad.test.claim == "LA on shape foils" and f_bad.negative is shape_prior and f_ok.negative is quiet
+    f_bad = dataclasses.replace(f_bad, test=test)
     assert f_ok.conclusion == test.outcome and f_bad.conclusion == verdicts.CANNOT_DECIDE
     clause = cfind.through_controls(f_bad)
     assert clause.startswith(f"LA on color foils: the test concludes **{verdicts.CANNOT_DECIDE}** (its negative control")
     assert cfind.through_controls(f_ok).startswith(f"LA on color foils: the test concludes **{test.outcome}** (both "
                                                    "controls passed)")
-    with pytest.raises(ValueError, match="slot controls"):
-        cctl.type_falsifications([test], pos, [quiet, prior])
+    with pytest.raises(ValueError, match="no slot control"):
+        cctl.type_falsifications([shape_test], pos, [quiet, prior])
 
 
 def _verdict(low, high, mean_a=0.5, mean_b=0.4, verdict=verdicts.A_BETTER, margin=0.03):

@@ -7,6 +7,8 @@ type's foils are compared with the same slot of their own originals, which separ
 finding the wrong word from a prior for its word class."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -77,9 +79,15 @@ def slot_verdict(units: pd.DataFrame, foil_type: str, margin: float, seed: int) 
 
 def type_falsifications(tests: list[verdicts.Verdict], positive: verdicts.Verdict,
                         slots: list[verdicts.Verdict]) -> list[verdicts.Falsification]:
-    """Each foil type's LA test (against the random content word) read through the planted
-    positive control and that type's own slot control (:func:`position_control`), in the
-    same order as ``slots``."""
-    if len(tests) != len(slots):
-        raise ValueError(f"type_falsifications: {len(tests)} tests but {len(slots)} slot controls")
-    return [verdicts.falsify(t, positive, n, effect=verdicts.A_BETTER) for t, n in zip(tests, slots)]
+    """Each foil type's LA test (against the random content word; claim 'LA on <type> foils')
+    read through the planted positive control and that type's own slot control
+    (:func:`position_control`, claim '... on the <type> slot ...'), paired by the type's name,
+    in the order of ``tests``; a test without its slot control is an error."""
+    by_type = {re.search(r" on the (.+?) slot ", n.claim).group(1): n for n in slots}
+    out = []
+    for t in tests:
+        name = re.fullmatch(r"LA on (.+?) foils", t.claim)
+        if name is None or name.group(1) not in by_type:
+            raise ValueError(f"type_falsifications: no slot control for {t.claim!r} among {sorted(by_type)}")
+        out.append(verdicts.falsify(t, positive, by_type[name.group(1)], effect=verdicts.A_BETTER))
+    return out

@@ -37,7 +37,7 @@ def test_quartile_scale_verdicts_fire_on_a_planted_trend_and_not_without():
     assert [x.claim for x in v] == [f"{cscale.FLAG} on shape foils by CLIPScore quartile",
                                     f"{cscale.MIN_W} on shape foils by CLIPScore quartile"]
     assert v[0].verdict == verdicts.A_BETTER and v[1].verdict == verdicts.B_BETTER  # more flagged, lower minimum
-    assert v[0].margin == 0.03 and v[1].margin == 0.1
+    assert v[0].margin == MARGINS.flag == 0.01 and v[1].margin == 0.1  # the flag rate has its own margin
     flat = cscale.scale_quartile_verdicts(_units(0.0), ["shape"], -0.01, 0, MARGINS)
     assert all(x.verdict == verdicts.EQUIVALENT for x in flat)
     table = cscale.quartile_table(_units(0.0), ["shape"], -0.01, MARGINS)
@@ -64,9 +64,26 @@ def test_wrong_image_verdicts_fire_only_on_a_difference():
     assert v[0].verdict == verdicts.A_BETTER and v[1].verdict == verdicts.B_BETTER
     assert v[1].difference == pytest.approx(-1.0)  # one |ε| lower
     assert v[2].arms[1] == "CLIPScore" and (v[2].mean_a, v[2].mean_b) == (1.0, 0.5) and v[2].verdict == verdicts.A_BETTER
+    assert "F_min" in v[2].claim and len(v) == 3  # no threshold column: no threshold row
     same = t.assign(**{"flagged|wrong": t.flagged, "w_min|wrong": t.w_min, "F|most negative|wrong": -0.1,
                        "F|CLIPScore|wrong": 1.0})
     assert all(x.verdict == verdicts.EQUIVALENT for x in cscale.wrong_image_verdicts(same, -0.01, 0, MARGINS))
+    thr = more.assign(**{"F|threshold": -0.1, "F|threshold|wrong": -0.1, "eps|threshold": 0.002})  # ties: 1/2
+    v4 = cscale.wrong_image_verdicts(thr, -0.01, 0, MARGINS)
+    assert len(v4) == 4 and v4[3].arms == ("F-CLIPScore, threshold form", "CLIPScore") and "+2.00e-03" in v4[3].claim
+    assert (v4[3].mean_a, v4[3].verdict) == (0.5, verdicts.EQUIVALENT)
+
+
+def test_flag_rate_margin_is_its_own_and_the_relative_change_is_reported():
+    from fgclip.studies.clip4dm import findings as cfind
+    t = _units(0.0).assign(foil_type="original", **{"F|most negative": -0.1, "F|CLIPScore": 1.0,
+                                                    "F|most negative|wrong": -0.1, "F|CLIPScore|wrong": 1.0})
+    t = t.assign(flagged=0.04, **{"flagged|wrong": 0.06, "w_min|wrong": t.w_min})  # +0.02 on a base of 0.04
+    v = cscale.wrong_image_verdicts(t, -0.01, 0, MARGINS)[0]
+    assert v.margin == MARGINS.flag == 0.01 and v.verdict == verdicts.A_BETTER
+    assert cscale.wrong_image_verdicts(t, -0.01, 0, Margins(0.03, 0.02, flag=0.03))[0].verdict == verdicts.EQUIVALENT
+    assert "a relative change of +50% on own image's 0.040" in cfind.relative_clauses([v])
+    assert "relative" not in cfind.relative_clauses(cscale.wrong_image_verdicts(t, -0.01, 0, MARGINS)[1:])
 
 
 def test_findings_families_and_the_relation_note():

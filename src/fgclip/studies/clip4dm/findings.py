@@ -13,6 +13,7 @@ import pandas as pd
 from ... import verdicts
 from .arms import MAIN
 from .comparisons import clauses, paper_eps_scale, reading
+from .scale import FLAG
 from .selection import Epsilons
 from .units import Margins
 
@@ -51,6 +52,17 @@ def through_controls(f: verdicts.Falsification) -> str:
         f"its {'positive' if not f.positive_passed else 'negative'} control "
         f"({(f.positive if not f.positive_passed else f.negative).claim}) failed")
     return f"{f.test.claim}: the test concludes **{f.conclusion}** ({ctl}); the comparison alone: {reading(f.test)}"
+
+
+def relative_clauses(vs: Sequence[verdicts.Verdict]) -> str:
+    """:func:`clauses`, with the relative change (A − B over B's mean) after every verdict on
+    the share of words below ε, whose base rate is small enough that an absolute difference
+    alone hides how large the change is."""
+    def rel(v: verdicts.Verdict) -> str:
+        if FLAG not in v.claim or not v.mean_b:
+            return ""
+        return f" (a relative change of {v.difference / v.mean_b:+.0%} on {v.arms[1]}'s {v.mean_b:.3f})"
+    return "; ".join(f"{v.claim}: {reading(v)}{rel(v)}" for v in vs) or "not tested here"
 
 
 def power_clause(power: Sequence[dict]) -> str:
@@ -102,7 +114,7 @@ def findings(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verd
         "slot": clauses(v["slot"]), "paired": clauses(v["paired"]), "ap-min": reading(v["ap"][0]),
         "ap-threshold": reading(v["ap"][1]), "ap-additive": reading(v["ap"][2]), "controls": f_types[0].sentence(),
         "position-controls": clauses(v["controls"][1:]), "quartiles": clauses(v["quartiles"]),
-        "scale": clauses(v["scale"]), "wrong-image": clauses(v["wrong-image"]), "transfer": clauses(v["transfer"]),
+        "scale": relative_clauses(v["scale"]), "wrong-image": relative_clauses(v["wrong-image"]), "transfer": clauses(v["transfer"]),
         "power": power_clause(power), "paper-eps": clauses(v["paper-eps"]),
         "paper-scale": paper_eps_clause(paper_eps_scale(eps)), "deviations": deviation_clause(eps, eps_types),
         "speed": f"CLIP4DM runs {speed.measured:.2f}x the pairs/s of leave-one-word-out on the machine that built "
@@ -134,6 +146,6 @@ def record(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verdic
             "per_type_la": {m: row["LA"].dropna().to_dict() for m, row in la_table.iterrows()},
             "per_type_auc": {m: row["word AUC"].dropna().to_dict() for m, row in la_table.iterrows()},
             "ap": ap_table.to_dict(orient="index"),
-            "margins": {"share": margins.share, "rank": margins.rank, "attr": margins.attr},
+            "margins": {"share": margins.share, "rank": margins.rank, "attr": margins.attr, "flag": margins.flag},
             "verdicts": all_verdicts(v), "controls": list(f_types), "found": list(found.values()),
             **{name: t.to_dict(orient="index") for name, t in tables.items()}}

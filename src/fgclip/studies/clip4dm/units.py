@@ -104,13 +104,15 @@ def seed_matrix(units: pd.DataFrame, values, where) -> np.ndarray:
 @dataclass(frozen=True)
 class Margins:
     """The margins of practical equivalence, one per kind of score, declared before the run:
-    ``share`` for shares of captions or words (LA, hit and flag rates), ``rank`` for rank and
-    overlap scores (AP, pairwise accuracy, word AUC, word F1), ``attr`` for attribution values
-    (the minimum w_j) in units of the chosen |ε|."""
+    ``share`` for shares of captions (LA, hit rates), ``rank`` for rank and overlap scores
+    (AP, pairwise accuracy, word AUC, word F1), ``attr`` for attribution values (the minimum
+    w_j) in units of the chosen |ε|, ``flag`` for the share of a caption's words below ε (a
+    rate whose base is a few per cent, so the share margin would hide a large relative change)."""
 
     share: float
     rank: float
     attr: float = 0.1
+    flag: float = 0.01
 
     def __post_init__(self):
         if not (self.share > 0 and self.rank > 0 and self.attr > 0):

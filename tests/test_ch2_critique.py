@@ -56,8 +56,33 @@ def _slot(rec: dict, t: str) -> str:
 
 
 def _under_powered(rec: dict) -> bool:
-    named = [p for p in rec["power_check"] if p["arms"][1] in ("leave-one-word-out", "informed floor", "CLIPScore")]
-    return len(named) >= 3 and not any(p["met"] for p in named)
+    named = [p for p in rec["power_check"]
+             if p["arms"][1] in ("leave-one-word-out", "informed floor", "CLIPScore", "own original")]
+    return len(named) >= 4 and not any(p["met"] for p in named)
+
+
+def _starting(rec: dict, prefix: str) -> str:
+    """The one verdict claim that starts with ``prefix`` (a claim that carries a run's ε)."""
+    (claim,) = [v["claim"] for v in rec["verdicts"] if v["claim"].startswith(prefix)]
+    return claim
+
+
+def _paired(rec: dict, t: str) -> list[dict]:
+    return [v for v in rec["verdicts"] if v["claim"] == f"{t} foils ranked below their own original"]
+
+
+def _replication_says(row: str, outcome: str) -> bool:
+    """book/replication_last.md (read, never written here) has ``row`` with ``outcome`` in it."""
+    lines = [x for x in (ROOT / "book" / "replication_last.md").read_text().splitlines() if row in x]
+    return len(lines) == 1 and outcome in lines[0]
+
+
+def _flag_rise(rec: dict) -> bool:
+    """The wrong image's rise in flagged words: a side whose near end is inside the flag-rate
+    margin (its own, not the share margin), by more than a third of the own image's rate."""
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == "original captions: share of words below ε"]
+    return (_near_end_inside(rec, v["claim"], "A better") and v["margin"] == rec["margins"]["flag"]
+            < rec["margins"]["share"] and v["difference"] / v["mean_b"] > 1 / 3)
 
 
 CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record must say)
@@ -81,12 +106,14 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      lambda r: r["controls"][0]["conclusion"] == "the test cannot decide here"),
     (r"a wrong image lowers the captions' minimum attribution, though the interval's near end lies inside the "
      r"declared margin", lambda r: _near_end_inside(r, "original captions: min attribution / |ε|", "B better")),
-    (r"the share of words below ε is equivalent to that on the caption's own image",
-     lambda r: _verdict(r, "original captions: share of words below ε") == "equivalent"),
+    (r"raises the share of words below ε by more than a third of the rate on the caption's own image, though "
+     r"the interval's near end lies inside the flag-rate margin", _flag_rise),
     (r"on count foils fewer words fall below ε in the lowest quartile than in the highest, as the paper reads it",
      lambda r: _share(r, "count") == "A better"),
     (r"on relation and shape foils more do, the opposite",
      lambda r: _share(r, "relation") == _share(r, "shape") == "B better"),
+    (r"though on shape foils the interval's near end lies inside the flag-rate margin",
+     lambda r: _near_end_inside(r, "share of words below ε on shape foils by CLIPScore quartile", "B better")),
     (r"on colour foils the run cannot tell", lambda r: _share(r, "color") == "cannot tell"),
     (r"On shape foils the rule is above the informed floor, by less than the margin at the low end",
      lambda r: _near_end_inside(r, "LA on shape foils", "A better", "informed floor")),
@@ -96,8 +123,28 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      lambda r: _slot(r, "shape") == "cannot tell"),
     (r"On colour foils and on count foils the foil caption is better",
      lambda r: _slot(r, "color") == _slot(r, "count") == "A better"),
-    (r"On the paper's own failure case CLIPScore ranks the own image higher more often than F-CLIPScore does",
-     lambda r: _verdict(r, "original captions ranked above themselves on a wrong image") == "B better"),
+    (r"on F_min, CLIPScore ranks the own image higher more often than F-CLIPScore does",
+     lambda r: _verdict(r, "own image ranked above a wrong image, F_min (most-negative form, no ε)") == "B better"),
+    (r"there too CLIPScore ranks the own image higher more often, though the interval's near end lies inside the "
+     r"rank margin", lambda r: _near_end_inside(r, _starting(r, "own image ranked above a wrong image, threshold form"),
+                                                "B better")),
+    (r"on paired accuracy no foil type favours F-CLIPScore over CLIPScore",
+     lambda r: len(_paired(r, "shape")) == 2 and not any(v["verdict"] == "A better" for v in r["verdicts"]
+                                                         if v["claim"].endswith("ranked below their own original"))),
+    (r"on colour foils CLIPScore is better against both official forms \(-0\.110 and -0\.113\)",
+     lambda r: [(v["verdict"], round(v["difference"], 3)) for v in _paired(r, "color")]
+     == [("B better", -0.110), ("B better", -0.113)]),
+    (r"the reverse of the pooled AP, where both official forms come out above CLIPScore",
+     lambda r: [v["verdict"] for v in r["verdicts"] if v["claim"].startswith("pooled AP") and "additive" not in
+                v["arms"][0]] == ["A better", "A better"]),
+    (r"the headline negative control on the shape slot fails, the slot comparison below is the informative test",
+     lambda r: not r["controls"][0]["negative_passed"] and _slot(r, "shape") in ("A better", "cannot tell")),
+    (r"in this build the floor is cleared, but not yet by a margin that matters, and the last replication, of "
+     r"older code, did not confirm it \(there the comparison could not tell\)",
+     lambda r: _near_end_inside(r, "LA on shape foils", "A better", "informed floor")
+     and _replication_says("| ch2 | LA on shape foils | CLIP4DM vs informed floor |", "cannot tell")),
+    (r"flag nearly the same words \(0\.483 and 0\.493 of the foil captions' words\)",
+     lambda r: [round(x, 3) for x in r["flagged_share"]["foil captions"].values()] == [0.483, 0.493]),
     (r"under-powered at this size: their intervals are wider than the power target", _under_powered),
     (r"the paper's two ε are under one per cent of the size of the ε tuned for word F1",
      lambda r: max(abs(x) for x in r["paper_eps_scale"]["word F1"].values()) < 0.01),
@@ -108,7 +155,8 @@ RESULT_WORDS = r"\b(better|worse|fails|passed|fired|cannot decide|equivalent|exa
 
 def subset(record: dict) -> dict:
     """The fields of a chapter-2 record that the page's claims read."""
-    keep = ("seeds", "layers", "n_text_layers", "argmin_roles_by_type", "paper_eps_scale", "power_check", "epsilon")
+    keep = ("seeds", "layers", "n_text_layers", "argmin_roles_by_type", "paper_eps_scale", "power_check", "epsilon",
+            "margins", "flagged_share")
     return {**{k: record[k] for k in keep},
             "per_type_la": {"CLIP4DM": record["per_type_la"]["CLIP4DM"]},
             "per_type_auc": {"CLIP4DM": record["per_type_auc"]["CLIP4DM"]},
@@ -121,7 +169,7 @@ def subset(record: dict) -> dict:
 def _record() -> dict:
     if BUILT.is_file():
         built = json.loads(BUILT.read_text())
-        if {"argmin_roles_by_type", "n_text_layers", "speed_ratio", "paper_eps_scale"} <= set(built):
+        if {"argmin_roles_by_type", "n_text_layers", "speed_ratio", "paper_eps_scale", "flagged_share"} <= set(built):
             return built
     return json.loads(FIXTURE.read_text())
 
@@ -143,7 +191,7 @@ def _numbers(record) -> set[str]:
         if isinstance(x, bool) or x is None:
             return
         if isinstance(x, (int, float)):
-            out.update({f"{x:g}", *(f"{x:.{k}f}" for k in (1, 2, 3))})
+            out.update({f"{v:g}" for v in (x, abs(x))} | {f"{v:.{k}f}" for v in (x, abs(x)) for k in (1, 2, 3)})
             if float(x).is_integer():
                 out.add(str(int(x)))
         elif isinstance(x, dict):
@@ -184,15 +232,23 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     rec = json.loads(FIXTURE.read_text())
     rec["layers"], rec["argmin_roles_by_type"]["relation"]["shape"] = "last 2", 0.5
     for v in rec["verdicts"]:
-        if v["claim"] == "original captions: share of words below ε":
-            v["verdict"] = "A better"
+        if v["claim"] == "original captions: share of words below ε":  # judged by the share margin again
+            v["margin"] = rec["margins"]["share"]
+        if v["claim"] == "share of words below ε on shape foils by CLIPScore quartile":  # shown beyond the margin
+            v["ci_high"] = -0.02
         if v["claim"] == "original captions: min attribution / |ε|":  # the drop shown beyond the margin
             v["ci_low"], v["ci_high"] = -0.4, -0.2
     failed = {p for p, check in CLAIMS if not check(rec)}
     assert {r"the run chose all 4 of 4", r"a shape word in 0\.885 of captions",
-            r"the share of words below ε is equivalent to that on the caption's own image",
+            r"raises the share of words below ε by more than a third of the rate on the caption's own image, though "
+            r"the interval's near end lies inside the flag-rate margin",
+            r"though on shape foils the interval's near end lies inside the flag-rate margin",
             r"a wrong image lowers the captions' minimum attribution, though the interval's near end lies inside the "
             r"declared margin"} <= failed
+    for v in rec["verdicts"]:
+        if v["claim"] == "count foils ranked below their own original":  # F-CLIPScore ahead on one type
+            v["verdict"] = "A better"
+    assert not next(c for p, c in CLAIMS if p.startswith("on paired accuracy no foil type"))(rec)
     rec["power_check"][1]["met"] = True  # one of the named comparisons powered after all
     rec["paper_eps_scale"]["word F1"]["FOIL"] = 0.5
     assert not _under_powered(rec) and not CLAIMS[-2][1](rec)

@@ -123,7 +123,8 @@ def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[st
     if slot and slot[0].difference == slot[0].ci_low == slot[0].ci_high == 0 and "global-slot" in texts:
         texts["global-slot"] += (" Yet the pairs they win changed no ranking that the metric sees: FOR + global "
                                  "slot against CLIP global is " + slot[0].brief() + ".")
-    return {"forget": cv.forget.brief(), "forget-base": cv.forget_base.brief(), "forget-start": cv.forget_start.brief(),
+    lead = {"data": texts.pop("data")} if "data" in texts else {}  # the box opens with what the data are
+    return {**lead, "forget": cv.forget.brief(), "forget-base": cv.forget_base.brief(), "forget-start": cv.forget_start.brief(),
             "for-cluster": brief(FOR, CLUSTER), "for-global": brief(FOR, GLOBAL), "repair": cv.repair.brief(),
             "planted": cv.positive.brief(), "shuffled": cv.negative.brief(), "falsification": falsification.conclusion,
             "paper-head": brief(PAPER, FOR), "names-removed": brief(NAMES_REMOVED, FOR), "oracle": brief(ORACLE, FOR),

@@ -33,6 +33,8 @@ def test_intervals_hold_the_point_value_narrow_with_more_scenes_and_are_seeded()
     assert all(ci[k][0] <= point[k] <= ci[k][1] and ci[k][0] < ci[k][1] for k in KEYS), (point, ci)
     assert ci == ev.held_out_intervals(h, n_boot=300, seed=1)
     assert ev.held_out_intervals(h, KEYS[:2], n_boot=300, seed=1) == {k: ci[k] for k in KEYS[:2]}
+    with pytest.raises(ValueError, match="keys: \\['t2i_R@1'\\]"):
+        ev.held_out_intervals(h, ("t2i_R@1",))
     big = ev.held_out_intervals(_held_out(n=960, noise=0.5), n_boot=300, seed=1)
     # AP@50 reads the top 50 images whatever the gallery's size, so only the other three narrow like 1/sqrt(n)
     assert all(big[k][1] - big[k][0] < (ci[k][1] - ci[k][0]) / 2 for k in KEYS[:3]), (ci, big)

@@ -138,15 +138,10 @@ def held_out(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = 
                    torch.tensor([cats.index(s.objects[0].category) for s in single]))
 
 
-def held_out_metrics(h: HeldOut, rows: torch.Tensor | None = None,
-                     single_rows: torch.Tensor | None = None) -> dict[str, float]:
-    """Caption retrieval, the category scores and zero-shot shape accuracy of ``h``, on the
-    scenes ``rows`` and one-object scenes ``single_rows`` (a bootstrap's resample; all if None)."""
-    r = torch.arange(len(h.images)) if rows is None else rows
-    r1 = torch.arange(len(h.single)) if single_rows is None else single_rows
-    return {**pair_recall(h.images[r], h.captions[r], h.caption_ids[r]),
-            **category_scores(h.images[r], h.names, h.labels[r]),
-            "zero_shot_shape_acc": accuracy(h.single[r1] @ h.names.T, h.single_class[r1])}
+def held_out_metrics(h: HeldOut) -> dict[str, float]:
+    """Caption retrieval, the category scores and zero-shot shape accuracy of ``h``."""
+    return {**pair_recall(h.images, h.captions, h.caption_ids), **category_scores(h.images, h.names, h.labels),
+            "zero_shot_shape_acc": accuracy(h.single @ h.names.T, h.single_class)}
 
 
 HELD_OUT_KEYS = ("i2t_R@1", "zero_shot_shape_acc", "zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50")
@@ -167,21 +162,24 @@ def held_out_intervals(h: HeldOut, keys: tuple[str, ...] = HELD_OUT_KEYS, n_boot
     torchmetrics' AP wherever scores do not tie (a test), and a duplicated scene ties only
     with itself.
     """
+    unknown = set(keys) - set(HELD_OUT_KEYS)
+    if unknown:
+        raise ValueError(f"keys: {sorted(unknown)} have no interval; choose from {HELD_OUT_KEYS}")
+    ranked = bool({"zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50"} & set(keys))  # a sort per resample
     gen = torch.Generator().manual_seed(seed)
     top = (h.images @ h.captions.T).topk(1, dim=1).indices[:, 0]  # (n,) each image's best caption, as recall_at_k
     i2t_hit = (h.caption_ids[top] == h.caption_ids).float()  # (n,)
     shape_hit = ((h.single @ h.names.T).argmax(1) == h.single_class).float()  # (n1,), as accuracy
     scores, labels = h.images @ h.names.T, h.labels.bool()  # (n, C)
     n, c = scores.shape
-    draws: dict[str, list[torch.Tensor]] = {"i2t_R@1": [], "zero_shot_shape_acc": [], "zero_shot_multilabel_mAP": [],
-                                            "zero_shot_retrieval_AP@50": []}
+    draws: dict[str, list[torch.Tensor]] = {k: [] for k in HELD_OUT_KEYS}
     for start in range(0, n_boot, chunk):  # a chunk of resamples at once: (b, C, n) galleries
         b = min(chunk, n_boot - start)
         rows = torch.randint(n, (b, n), generator=gen)  # (b, n)
         draws["i2t_R@1"].append(i2t_hit[rows].mean(1))
         draws["zero_shot_shape_acc"].append(shape_hit[torch.randint(len(shape_hit), (b, len(shape_hit)),
                                                                     generator=gen)].mean(1))
-        if not {"zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50"} & set(keys):
+        if not ranked:
             continue  # the ranking metrics cost a sort per category and resample: only when asked
         s = scores[rows].transpose(1, 2).reshape(b * c, n)  # (b C, n)
         t = labels[rows].transpose(1, 2).reshape(b * c, n)

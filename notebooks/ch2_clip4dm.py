@@ -64,7 +64,7 @@ max_pairs: int = 0  # > 0: a seeded sample of max_pairs FOIL pairs per split and
 margin_share: float = 0.03  # equivalence margin for shares of captions (LA, hit rates) [> 0]
 margin_rank: float = 0.02  # equivalence margin for rank scores (paired accuracy, AP, word AUC, word F1) [> 0]
 margin_attr: float = 0.1  # equivalence margin for attribution values (min w_j), in units of the chosen |ε| [> 0]
-margin_flag: float = 0.01  # margin for the share of words below ε: ~1/5 of a base rate of a few per cent [> 0]
+margin_flag: float = 0.01  # margin for the share of words below ε: ~1/5 of the few-per-cent base rate seen when declared [> 0]
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
@@ -376,10 +376,11 @@ assert np.isnan(acc_check[[0, 2]]).all() and acc_check[[1, 3]].tolist() == [1.0,
 # margin of 0.03 means three captions in a hundred found or missed, below which we would not
 # call one rule better at finding the wrong word; a rank margin of 0.02 is two foils in a
 # hundred ranked differently. The share of a caption's words below $\varepsilon$ has its own
-# margin, `margin_flag` (0.01): that rate sits at a few per cent (the validation originals'
-# rate is in `val_fpr_originals`), so the share margin would call a rise of half the base
-# rate "equivalent"; 0.01 is about a fifth of such a base rate, and every flag-rate verdict
-# also prints its relative change. All are fixed in the parameters, the same for every
+# margin, `margin_flag` (0.01), declared when that rate sat at a few per cent on the toy CLIP
+# of the time: there the share margin would call a rise of half the base rate "equivalent",
+# and 0.01 was about a fifth of it. The base rate moves with the checkpoint (this run's rate on
+# the validation originals is `val_fpr_originals` in the record), so every flag-rate verdict
+# also prints the rate it starts from and its relative change. All are fixed in the parameters, the same for every
 # checkpoint, and are not adjusted to any result. The informed floor draws a word of the foil's own word
 # class (a shape word for a shape foil): a rule with nothing but a prior for word classes
 # reaches it.

@@ -38,15 +38,6 @@ def _verdict(rec: dict, claim: str) -> str:
     return found[0]
 
 
-def _near_end_inside(rec: dict, claim: str, side: str, arm_b: str | None = None) -> bool:
-    """The verdict is ``side`` and its interval's end nearest zero lies inside the margin
-    (a side, but not shown to exceed the margin); 'beyond the margin' would need the
-    opposite. ``arm_b`` picks among verdicts that share a claim."""
-    (v,) = [v for v in rec["verdicts"] if v["claim"] == claim and arm_b in (None, v["arms"][1])]
-    near = v["ci_high"] if side == "B better" else v["ci_low"]
-    return v["verdict"] == side and abs(near) < v["margin"]
-
-
 def _share(rec: dict, t: str) -> str:
     return _verdict(rec, f"share of words below ε on {t} foils by CLIPScore quartile")
 
@@ -56,9 +47,41 @@ def _slot(rec: dict, t: str) -> str:
 
 
 def _under_powered(rec: dict) -> bool:
-    named = [p for p in rec["power_check"]
-             if p["arms"][1] in ("leave-one-word-out", "informed floor", "CLIPScore", "own original")]
-    return len(named) >= 4 and not any(p["met"] for p in named)
+    """Leave-one-word-out and the paired scores (against CLIPScore) miss the power target; the
+    informed floor and the slot comparison (against the own original) meet it."""
+    def met(arm: str) -> list[bool]:
+        return [p["met"] for p in rec["power_check"] if p["arms"][1] == arm]
+    weak, strong = met("leave-one-word-out") + met("CLIPScore"), met("informed floor") + met("own original")
+    return len(weak) >= 2 and len(strong) >= 2 and not any(weak) and all(strong)
+
+
+def _beyond(rec: dict, claim: str, side: str) -> bool:
+    """The verdict is ``side`` and even its interval's end nearest zero lies beyond the margin."""
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == claim]
+    near = v["ci_high"] if side == "B better" else v["ci_low"]
+    return v["verdict"] == side and abs(near) > v["margin"]
+
+
+def _verdict_vs(rec: dict, claim: str, arm_b: str) -> str:
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == claim and v["arms"][1] == arm_b]
+    return v["verdict"]
+
+
+def _beyond_vs(rec: dict, claim: str, arm_b: str, side: str) -> bool:
+    """Among verdicts sharing ``claim``, the one against ``arm_b`` is ``side`` with even its
+    interval's end nearest zero beyond the margin."""
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == claim and v["arms"][1] == arm_b]
+    near = v["ci_high"] if side == "B better" else v["ci_low"]
+    return v["verdict"] == side and abs(near) > v["margin"]
+
+
+def _toy_vit_below_targets(_rec: dict) -> bool:
+    """The committed toy-vit's held-out metrics (checkpoints/toy-vit.metrics.json) are below
+    every target chapter 0 binds to it (the page's stage note; not a chapter-2 result)."""
+    from fgclip.studies.stage_report import STAGE_TARGETS
+    test = json.loads((ROOT / "checkpoints" / "toy-vit.metrics.json").read_text())["test"]
+    bound = [(key, target) for key, models, target in STAGE_TARGETS if "toy-vit" in models]
+    return [k for k, _ in bound] == ["zero_shot_shape_acc", "i2t_R@1"] and all(test[k] < t for k, t in bound)
 
 
 def _starting(rec: dict, prefix: str) -> str:
@@ -78,11 +101,16 @@ def _replication_says(row: str, outcome: str) -> bool:
 
 
 def _flag_rise(rec: dict) -> bool:
-    """The wrong image's rise in flagged words: a side whose near end is inside the flag-rate
-    margin (its own, not the share margin), by more than a third of the own image's rate."""
+    """The wrong image's rise in flagged words: a side whose near end is beyond the flag-rate
+    margin (its own, not the share margin), to more than four times the own image's rate."""
     (v,) = [v for v in rec["verdicts"] if v["claim"] == "original captions: share of words below ε"]
-    return (_near_end_inside(rec, v["claim"], "A better") and v["margin"] == rec["margins"]["flag"]
-            < rec["margins"]["share"] and v["difference"] / v["mean_b"] > 1 / 3)
+    return (_beyond(rec, v["claim"], "A better") and v["margin"] == rec["margins"]["flag"]
+            < rec["margins"]["share"] and v["mean_a"] / v["mean_b"] > 4)
+
+
+def _own_rate_near_one_per_cent(rec: dict) -> bool:
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == "original captions: share of words below ε"]
+    return 0.005 < v["mean_b"] < 0.015 and v["margin"] == rec["margins"]["flag"]
 
 
 CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record must say)
@@ -91,12 +119,16 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"chose the last 4 of 4 text layers, that is, all of them",
      lambda r: r["layers"] == "last 4" and r["n_text_layers"] == 4),
     (r"the run chose all 4 of 4", lambda r: r["layers"] == "last 4" and r["n_text_layers"] == 4),
-    (r"localisation accuracy is exactly zero in every draw",
-     lambda r: r["per_type_la"]["CLIP4DM"]["relation"] == 0.0),
+    (r"localisation accuracy is 0\.011, below the random content word",
+     lambda r: round(r["per_type_la"]["CLIP4DM"]["relation"], 3) == 0.011
+     and _verdict_vs(r, "LA on relation foils", "random content word") == "B better"),
     (r"within-caption AUC there is above one half", lambda r: r["per_type_auc"]["CLIP4DM"]["relation"] > 0.5),
-    (r"a shape word in 0\.885 of captions",
-     lambda r: round(r["argmin_roles_by_type"]["relation"]["shape"], 3) == 0.885),
-    (r"and the relation word in none", lambda r: r["argmin_roles_by_type"]["relation"]["relation/position"] == 0.0),
+    (r"a shape word in 0\.615 of captions",
+     lambda r: round(r["argmin_roles_by_type"]["relation"]["shape"], 3) == 0.615),
+    (r"and the relation word in 0\.011",
+     lambda r: round(r["argmin_roles_by_type"]["relation"]["relation/position"], 3) == 0.011),
+    (r"the most-negative rule hardly ever finds a relation error",
+     lambda r: r["per_type_la"]["CLIP4DM"]["relation"] < 0.05),
     (r"position control on the relation slot of the originals comes out below the random content word",
      lambda r: _verdict(r, "CLIP4DM on the relation slot of original captions") == "B better"),
     (r"negative control on the shape slot fails",
@@ -104,48 +136,58 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      and not r["controls"][0]["negative_passed"]),
     (r"closing box says the localisation test cannot decide",
      lambda r: r["controls"][0]["conclusion"] == "the test cannot decide here"),
-    (r"a wrong image lowers the captions' minimum attribution, though the interval's near end lies inside the "
-     r"declared margin", lambda r: _near_end_inside(r, "original captions: min attribution / |ε|", "B better")),
-    (r"raises the share of words below ε by more than a third of the rate on the caption's own image, though "
-     r"the interval's near end lies inside the flag-rate margin", _flag_rise),
+    (r"a wrong image lowers the captions' minimum attribution by more than the declared margin, even at the "
+     r"interval's near end", lambda r: _beyond(r, "original captions: min attribution / |ε|", "B better")),
+    (r"raises the share of words below ε to more than four times the rate on the caption's own image, again "
+     r"beyond the flag-rate margin at the interval's near end", _flag_rise),
+    (r"on the current toy CLIP the own image's rate is near one per cent, so the margin is close to the rate "
+     r"itself", _own_rate_near_one_per_cent),
+    (r"So the flag rate registers a mismatched scene, by more than its margin", _flag_rise),
     (r"on count foils fewer words fall below ε in the lowest quartile than in the highest, as the paper reads it",
      lambda r: _share(r, "count") == "A better"),
-    (r"on relation and shape foils more do, the opposite",
-     lambda r: _share(r, "relation") == _share(r, "shape") == "B better"),
-    (r"though on shape foils the interval's near end lies inside the flag-rate margin",
-     lambda r: _near_end_inside(r, "share of words below ε on shape foils by CLIPScore quartile", "B better")),
-    (r"on colour foils the run cannot tell", lambda r: _share(r, "color") == "cannot tell"),
-    (r"On shape foils the rule is above the informed floor, by less than the margin at the low end",
-     lambda r: _near_end_inside(r, "LA on shape foils", "A better", "informed floor")),
+    (r"on relation foils more do, the opposite", lambda r: _share(r, "relation") == "B better"),
+    (r"on colour and on shape foils the run cannot tell",
+     lambda r: _share(r, "color") == _share(r, "shape") == "cannot tell"),
+    (r"On shape foils the rule is above the informed floor by more than the margin at the low end",
+     lambda r: _beyond_vs(r, "LA on shape foils", "informed floor", "A better")),
     (r"in this run each of them concludes that the test cannot decide",
      lambda r: len(r["controls"]) >= 2 and {c["conclusion"] for c in r["controls"]} == {"the test cannot decide here"}),
-    (r"On shape foils, the headline, the run cannot tell the foil caption from its own original",
-     lambda r: _slot(r, "shape") == "cannot tell"),
-    (r"On colour foils and on count foils the foil caption is better",
-     lambda r: _slot(r, "color") == _slot(r, "count") == "A better"),
-    (r"on F_min, CLIPScore ranks the own image higher more often than F-CLIPScore does",
-     lambda r: _verdict(r, "own image ranked above a wrong image, F_min (most-negative form, no ε)") == "B better"),
-    (r"there too CLIPScore ranks the own image higher more often, though the interval's near end lies inside the "
-     r"rank margin", lambda r: _near_end_inside(r, _starting(r, "own image ranked above a wrong image, threshold form"),
-                                                "B better")),
+    (r"On shape, colour and count foils the foil caption is better",
+     lambda r: _slot(r, "shape") == _slot(r, "color") == _slot(r, "count") == "A better"),
+    (r"that holds although the negative control shows a prior for the shape slot",
+     lambda r: _slot(r, "shape") == "A better"
+     and _verdict(r, "CLIP4DM on the shape slot of original captions") == "A better"),
+    (r"on F_min, the run cannot tell how often CLIPScore and F-CLIPScore rank the own image higher",
+     lambda r: _verdict(r, "own image ranked above a wrong image, F_min (most-negative form, no ε)") == "cannot tell"),
+    (r"there the run cannot tell them apart either",
+     lambda r: _verdict(r, _starting(r, "own image ranked above a wrong image, threshold form")) == "cannot tell"),
+    (r"neither form is shown to rank the own image higher more often, or less often, than CLIPScore does",
+     lambda r: {v["verdict"] for v in r["verdicts"] if v["claim"].startswith("own image ranked above a wrong image")}
+     == {"cannot tell"}),
     (r"on paired accuracy no foil type favours F-CLIPScore over CLIPScore",
      lambda r: len(_paired(r, "shape")) == 2 and not any(v["verdict"] == "A better" for v in r["verdicts"]
                                                          if v["claim"].endswith("ranked below their own original"))),
-    (r"on colour foils CLIPScore is better against both official forms \(-0\.110 and -0\.113\)",
+    (r"on colour foils CLIPScore is better against both official forms \(-0\.050 and -0\.050; against the "
+     r"most-negative form the interval's near end lies inside the rank margin\)",
      lambda r: [(v["verdict"], round(v["difference"], 3)) for v in _paired(r, "color")]
-     == [("B better", -0.110), ("B better", -0.113)]),
+     == [("B better", -0.050), ("B better", -0.050)]
+     and [abs(v["ci_high"]) < v["margin"] for v in _paired(r, "color")] == [True, False]),
     (r"the reverse of the pooled AP, where both official forms come out above CLIPScore",
      lambda r: [v["verdict"] for v in r["verdicts"] if v["claim"].startswith("pooled AP") and "additive" not in
                 v["arms"][0]] == ["A better", "A better"]),
     (r"the headline negative control on the shape slot fails, the slot comparison below is the informative test",
      lambda r: not r["controls"][0]["negative_passed"] and _slot(r, "shape") in ("A better", "cannot tell")),
-    (r"in this build the floor is cleared, but not yet by a margin that matters, and the last replication, of "
-     r"older code, did not confirm it \(there the comparison could not tell\)",
-     lambda r: _near_end_inside(r, "LA on shape foils", "A better", "informed floor")
+    (r"in this build the floor is cleared by a margin that matters, though the last replication, of older code "
+     r"on the earlier toy CLIP, could not tell",
+     lambda r: _beyond_vs(r, "LA on shape foils", "informed floor", "A better")
      and _replication_says("| ch2 | LA on shape foils | CLIP4DM vs informed floor |", "cannot tell")),
-    (r"flag nearly the same words \(0\.483 and 0\.493 of the foil captions' words\)",
-     lambda r: [round(x, 3) for x in r["flagged_share"]["foil captions"].values()] == [0.483, 0.493]),
-    (r"under-powered at this size: their intervals are wider than the power target", _under_powered),
+    (r"flag nearly the same words \(0\.485 and 0\.497 of the foil captions' words\)",
+     lambda r: [round(x, 3) for x in r["flagged_share"]["foil captions"].values()] == [0.485, 0.497]),
+    (r"under-powered at this size: their intervals are wider than the power target, while those against the "
+     r"informed floor and the slot comparison meet it", _under_powered),
+    (r"as against leave-one-word-out on shape foils, the side stands",
+     lambda r: _verdict_vs(r, "LA on shape foils", "leave-one-word-out") == "A better"),
+    (r"still below both of its targets, zero-shot shape accuracy and image-to-text R@1", _toy_vit_below_targets),
     (r"the paper's two ε are under one per cent of the size of the ε tuned for word F1",
      lambda r: max(abs(x) for x in r["paper_eps_scale"]["word F1"].values()) < 0.01),
     (r"in this run the chosen one is above zero", lambda r: r["epsilon"]["F threshold"] > 0),
@@ -228,28 +270,42 @@ def test_result_sentences_are_all_checked_claims():
     assert not loose, f"result sentences without a checked claim: {loose}"
 
 
+def _claim(prefix: str):
+    """The check of the one claim whose phrase starts with ``prefix``."""
+    (check,) = [c for p, c in CLAIMS if p.startswith(prefix)]
+    return check
+
+
 def test_the_checks_fail_on_a_record_that_disagrees():
     rec = json.loads(FIXTURE.read_text())
     rec["layers"], rec["argmin_roles_by_type"]["relation"]["shape"] = "last 2", 0.5
     for v in rec["verdicts"]:
         if v["claim"] == "original captions: share of words below ε":  # judged by the share margin again
             v["margin"] = rec["margins"]["share"]
-        if v["claim"] == "share of words below ε on shape foils by CLIPScore quartile":  # shown beyond the margin
-            v["ci_high"] = -0.02
-        if v["claim"] == "original captions: min attribution / |ε|":  # the drop shown beyond the margin
-            v["ci_low"], v["ci_high"] = -0.4, -0.2
+        if v["claim"] == "share of words below ε on shape foils by CLIPScore quartile":  # a side after all
+            v["verdict"], v["ci_high"] = "B better", -0.02
+        if v["claim"] == "original captions: min attribution / |ε|":  # the drop not shown beyond the margin
+            v["ci_low"], v["ci_high"] = -0.2, -0.05
+        if v["claim"] == "LA on shape foils" and v["arms"][1] == "informed floor":  # cleared, by less than the margin
+            v["ci_low"] = 0.01
+        if v["claim"].startswith("own image ranked above a wrong image, F_min"):  # CLIPScore ahead after all
+            v["verdict"] = "B better"
     failed = {p for p, check in CLAIMS if not check(rec)}
-    assert {r"the run chose all 4 of 4", r"a shape word in 0\.885 of captions",
-            r"raises the share of words below ε by more than a third of the rate on the caption's own image, though "
-            r"the interval's near end lies inside the flag-rate margin",
-            r"though on shape foils the interval's near end lies inside the flag-rate margin",
-            r"a wrong image lowers the captions' minimum attribution, though the interval's near end lies inside the "
-            r"declared margin"} <= failed
+    assert {r"the run chose all 4 of 4", r"a shape word in 0\.615 of captions",
+            r"raises the share of words below ε to more than four times the rate on the caption's own image, again "
+            r"beyond the flag-rate margin at the interval's near end",
+            r"on colour and on shape foils the run cannot tell",
+            r"a wrong image lowers the captions' minimum attribution by more than the declared margin, even at the "
+            r"interval's near end",
+            r"On shape foils the rule is above the informed floor by more than the margin at the low end",
+            r"on F_min, the run cannot tell how often CLIPScore and F-CLIPScore rank the own image higher",
+            r"neither form is shown to rank the own image higher more often, or less often, than CLIPScore does"} <= failed
     for v in rec["verdicts"]:
         if v["claim"] == "count foils ranked below their own original":  # F-CLIPScore ahead on one type
             v["verdict"] = "A better"
-    assert not next(c for p, c in CLAIMS if p.startswith("on paired accuracy no foil type"))(rec)
-    rec["power_check"][1]["met"] = True  # one of the named comparisons powered after all
+    assert not _claim("on paired accuracy no foil type")(rec)
+    lo = next(p for p in rec["power_check"] if p["arms"][1] == "leave-one-word-out")
+    lo["met"] = True  # one of the under-powered comparisons powered after all
     rec["paper_eps_scale"]["word F1"]["FOIL"] = 0.5
-    assert not _under_powered(rec) and not CLAIMS[-2][1](rec)
-    assert "0.885" not in _numbers(rec)
+    assert not _under_powered(rec) and not _claim("the paper's two ε are under one per cent")(rec)
+    assert "0.615" not in _numbers(rec)

@@ -107,7 +107,8 @@ class Margins:
     ``share`` for shares of captions (LA, hit rates), ``rank`` for rank and overlap scores
     (AP, pairwise accuracy, word AUC, word F1), ``attr`` for attribution values (the minimum
     w_j) in units of the chosen |ε|, ``flag`` for the share of a caption's words below ε (a
-    rate whose base is a few per cent, so the share margin would hide a large relative change)."""
+    rate whose base is small, a few per cent when the margin was declared, so the share margin
+    would hide a large relative change)."""
 
     share: float
     rank: float

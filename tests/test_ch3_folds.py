@@ -219,6 +219,9 @@ def test_prepare_fold_chooses_on_validation_and_every_arm_is_selected_and_traine
     assert runs[ff.FOR].shape == (24, 3, data.query_text.shape[1]) and attn.shape[:2] == (24, 3)
     assert runs[ff.CLUSTER].shape[1] == fold.k + 1
     torch.testing.assert_close(runs[ff.GLOBAL_SLOT], torch.cat([runs[ff.GLOBAL], runs[ff.FOR]], 1))
+    # CLIP scores by cosine: a raw global embedding (norm ~40 on the toy CLIP) would win every max by length
+    torch.testing.assert_close(runs[ff.GLOBAL].norm(dim=-1), torch.ones(24, 1))
+    torch.testing.assert_close(runs[ff.GLOBAL][:, 0], torch.nn.functional.normalize(data.gallery.pooled.float(), dim=-1))
     assert not torch.allclose(runs[ff.SUPERVISED], runs[ff.FOR])  # the pseudo-label loss changed something
     # a kept head is the run a fresh training at its schedule gives (same seed, same batches)
     sel = schedules[ff.FOR]

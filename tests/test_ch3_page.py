@@ -26,23 +26,71 @@ def test_global_slot_share_counts_the_pairs_the_global_slot_wins():
         ff.global_slot_share(text, emb[:, :1])
 
 
-def test_global_slot_sentence_drops_the_arm_only_when_it_always_wins():
-    text, drop = page.global_slot_sentence([{"share": 1.0}, {"share": 1.0}])
-    assert drop and "by construction" in text and "1.0000" in text
-    text, drop = page.global_slot_sentence([{"share": 1.0}, {"share": 0.99}])
-    assert not drop and "can differ" in text and "0.9900" in text
+def test_global_slot_diagnostic_by_hand_and_refuses_raw_lengths():
+    text = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two queries
+    emb = torch.tensor([[[0.8, 0.6], [0.6, -0.8]],  # image 0: the global slot (first) wins both queries
+                        [[0.6, 0.8], [1.0, 0.0]],  # image 1: the learned slot wins query 0, the global query 1
+                        [[0.28, 0.96], [-1.0, 0.0]]])  # image 2: the global slot wins both
+    relevant = torch.tensor([[True, False, False], [False, True, False]])
+    d = ff.global_slot_diagnostic(text, emb, relevant)
+    assert d["share"] == pytest.approx(5 / 6) and d["learned_wins"] == 1 and d["pairs"] == 6 and d["queries"] == 2
+    # query 0: the global order 0 > 1 > 2 becomes 1 > 0 > 2, so its relevant image 0 drops to second
+    assert d["queries_reordered"] == 1 and d["queries_ap_changed"] == 1
+    assert d["cos_global"] == pytest.approx(4.04 / 6) and d["cos_best_learned"] == pytest.approx(-0.2 / 6)
+    assert d["cos_best_learned"] < d["cos_global"]
+    raw = emb.clone()
+    raw[:, 0] *= 40.0  # CLIP's unnormalised global embedding: it would win every pair by its length
+    with pytest.raises(ValueError, match="L2-normalised"):
+        ff.global_slot_diagnostic(text, raw, relevant)
+
+
+def _slot(share=1.0, wins=0, reordered=0, changed=0):
+    return {"share": share, "learned_wins": wins, "pairs": 100, "queries": 4, "queries_reordered": reordered,
+            "queries_ap_changed": changed, "cos_global": 0.3, "cos_best_learned": 0.1}
+
+
+def test_global_slot_sentence_drops_the_arm_only_when_no_ap_changes():
+    text, drop = page.global_slot_sentence([_slot(), _slot()])
+    assert drop and "identity" in text and "1.0000 at its lowest" in text and "the AP of 0" in text
+    text, drop = page.global_slot_sentence([_slot(), _slot(0.99, 3, 1, 0)])  # a reordering that no AP sees
+    assert drop and "0.9900" in text and "in 3 of 200" in text and "in 1 of the 8 (query, run) rankings" in text
+    text, drop = page.global_slot_sentence([_slot(), _slot(0.99, 1, 1, 1)])
+    assert not drop and "only through those 1 rankings" in text and "0.300" in text and "0.100" in text
     with pytest.raises(ValueError, match="empty"):
         page.global_slot_sentence([])
+    with pytest.raises(ValueError, match="queries_ap_changed"):
+        page.global_slot_sentence([{"share": 1.0}])
 
 
 def test_forgetting_sentence_follows_the_verdicts():
     sel = Selection("supervised only", 3e-3, 1, 0.5, {3e-3: [[0.5]]}, (0, 1), 6)
-    text = page.forgetting_sentence(_verdict(CANNOT_TELL), _verdict(A_BETTER), sel)
+    text = page.forgetting_sentence(_verdict(CANNOT_TELL), _verdict(CANNOT_TELL), _verdict(A_BETTER), sel)
     assert text.startswith("Forgetting was not shown here") and "1 of 6 epochs" in text and "lr 0.003" in text
     assert "not distinguishable at this size from CLIP's own embedding" in text and "above the head's" in text
-    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(EQUIVALENT), sel)
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(A_BETTER), _verdict(EQUIVALENT), sel)
     assert text.startswith("Forgetting was shown here") and "fell below CLIP's own embedding" in text
     assert "the head's own start" not in text.split("fell below")[1]
+    # below CLIP on the base categories too, above its own start: a weaker embedding, not forgetting
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(A_BETTER), sel)
+    assert text.startswith("Forgetting was not shown here") and "weaker embedding" in text
+    assert "below it on the base ones" in text
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(B_BETTER), sel)
+    assert text.startswith("Forgetting was shown here") and "fell below the head's own start" in text
+
+
+def test_underpowered_sentence_names_the_failing_verdicts_and_the_cost():
+    ok = {"claim": "a vs b", "half_width": 0.01, "target": 0.02, "met": True}
+    low = {"claim": "c vs d", "half_width": 0.08, "target": 0.01, "met": False}
+    folds, cats = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"]
+    text = page.underpowered_sentence([ok, low], low, folds, cats, 100.0)
+    assert text.startswith("1 of the 2 verdicts are under-powered") and "c vs d (half-width 0.080, target 0.010)" in text
+    assert "a vs b" not in text and "about 64 times as many folds" in text and "1.8 h" in text
+    assert "at most 2 times as many folds" in text and "about 0.057" in text
+    assert page.underpowered_sentence([ok], ok, folds, cats, 100.0) == "All 1 verdicts meet that rule."
+    assert page.underpowered_sentence([low], low, [cats], cats, 100.0).endswith(
+        "about 64 times as many categories (at the 1/√n rate); one fixed split cannot rotate.")
+    with pytest.raises(ValueError, match="empty"):
+        page.underpowered_sentence([], ok, folds, cats, 100.0)
 
 
 def test_teacher_arm_labels_by_hand():
@@ -72,21 +120,16 @@ def test_chapter_verdicts_leave_out_a_dropped_arm():
     assert len(kept.all) == len(dropped.all) + 2 and dropped.by_arms(ff.FOR, ff.SUPERVISED) is dropped.repair
 
 
-def test_findings_say_when_the_global_slot_changed_nothing():
+def test_findings_take_the_global_slot_sentence_as_made():
     rng = np.random.default_rng(1)
     folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
     arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED, ff.PAPER,
             ff.NAMES_REMOVED, ff.ORACLE, ff.SCALED_TAU]
     rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
                           "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in seeds for c in cats])
-    same = rows[rows["arm"] == ff.GLOBAL].assign(arm=ff.GLOBAL_SLOT)  # ranks exactly as CLIP global
-    cv = page.chapter_verdicts(pd.concat([rows, same]), folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
     sel = {ff.FOR: Selection(ff.FOR, 1e-3, 2, 0.5, {1e-3: [[0.4, 0.5]]}, (0, 1), 6)}
     power = {"half_width": 0.1, "target": 0.01, "n_seeds": 2, "n_clusters": 2, "met": False}
     fals = type("F", (), {"conclusion": "the test cannot decide here"})()
-    out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99."})
-    assert out["global-slot"].startswith("Share 0.99. Yet the pairs they win changed no ranking")
-    assert "+0.000 [+0.000, +0.000]" in out["global-slot"] and out["seeds"] == "2 folds x seeds [0, 1]"
-    moved = pd.concat([rows, same.assign(AP=same["AP"] + 0.01)])
-    cv2 = page.chapter_verdicts(moved, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
-    assert page.findings(cv2, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share."})["global-slot"] == "Share."
+    out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99.", "underpowered": "U."})
+    assert out["global-slot"] == "Share 0.99." and out["underpowered"] == "U." and out["seeds"] == "2 folds x seeds [0, 1]"

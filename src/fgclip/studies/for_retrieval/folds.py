@@ -99,6 +99,30 @@ def global_slot_share(text: torch.Tensor, embeddings: torch.Tensor) -> float:
     return float((sims[..., 0] >= sims[..., 1:].amax(-1)).float().mean())
 
 
+def global_slot_diagnostic(text: torch.Tensor, embeddings: torch.Tensor, relevant: torch.Tensor) -> dict:
+    """Can "FOR + global slot" rank differently from CLIP global? text (Q, D), embeddings (I, S, D)
+    with the global embedding first (every slot L2-normalised, as CLIP scores by cosine), relevant
+    (Q, I). Returns the share of (query, image) pairs the global slot wins (ties included), the
+    pairs a learned slot wins, the queries whose order of the gallery changes and those whose AP
+    changes under any convention, and the mean cosine of the global slot and of the best learned
+    slot with the queries."""
+    norms = embeddings.float().norm(dim=-1)
+    if embeddings.ndim == 3 and not torch.allclose(norms, torch.ones_like(norms), atol=1e-3):
+        raise ValueError(f"embeddings must be L2-normalised per slot (norms {norms.min():.3g}..{norms.max():.3g}): "
+                         "a longer global embedding would win the max by its length alone")
+    share = global_slot_share(text, embeddings)  # checks the shape
+    sims = torch.einsum("isd,qd->qis", embeddings.float(), text.float())  # (Q, I, S)
+    glob, learned = sims[..., 0], sims[..., 1:].amax(-1)
+    best = torch.maximum(glob, learned)
+    reordered = (glob.argsort(dim=1, stable=True) != best.argsort(dim=1, stable=True)).any(1)
+    alone, both = per_category_ap(text, embeddings[:, :1], relevant), per_category_ap(text, embeddings, relevant)
+    changed = torch.stack([(alone[m] - both[m]).nan_to_num().abs() > 0 for m in alone]).any(0)
+    return {"share": share, "learned_wins": int((learned > glob).sum()), "pairs": int(glob.numel()),
+            "queries": int(glob.shape[0]), "queries_reordered": int(reordered.sum()),
+            "queries_ap_changed": int(changed.sum()), "cos_global": float(glob.mean()),
+            "cos_best_learned": float(learned.mean())}
+
+
 def acceptance(scores: torch.Tensor, truth: torch.Tensor, tau: float) -> dict[str, float]:
     """Names accepted per image, their precision, and the accepted share of the vocabulary."""
     q = label_f1(scores, truth, tau)

@@ -4,8 +4,10 @@
 :func:`fgclip.studies.for_retrieval.protocol.fold_verdict` (paired per (fold, category) and
 seed, whole folds resampled). :func:`global_slot_sentence` says from the record whether
 "FOR + global slot" can differ from CLIP global at all, and the arm leaves the verdicts when
-it cannot. :func:`forgetting_sentence` says whether supervised-only training forgot the novel
-categories here, against both references, and what the falsification can then ask.
+it cannot (no query's AP changed in any run). :func:`forgetting_sentence` says whether
+supervised-only training forgot the novel categories here, against both references, and what
+the falsification can then ask. :func:`underpowered_sentence` names every verdict that fails
+the power check and what the central one would cost.
 """
 from __future__ import annotations
 
@@ -75,41 +77,88 @@ def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categor
         negative=v(SHUFFLED, SUPERVISED, "shuffled correct labels vs supervision alone"), primary=primary)
 
 
+SLOT_FIELDS = ("share", "learned_wins", "pairs", "queries", "queries_reordered", "queries_ap_changed",
+               "cos_global", "cos_best_learned")
+
+
 def global_slot_sentence(shares: Sequence[dict]) -> tuple[str, bool]:
-    """From the share of (query, image) pairs whose max over "FOR + global slot" is the global
-    slot, per (fold, seed): the sentence, and whether the arm is CLIP global by construction
-    (the global slot won every pair of every run, so its ranking is CLIP global's)."""
+    """From the fold loop's per-(fold, seed) records of
+    :func:`fgclip.studies.for_retrieval.folds.global_slot_diagnostic`: the sentence, and whether
+    "FOR + global slot" scores exactly as CLIP global in every run (no query's AP changed under
+    any convention), in which case a verdict between the two says nothing about FOR's slots and
+    the arm leaves the verdicts."""
     if not shares:
         raise ValueError("shares is empty: the fold loop recorded no global-slot share")
+    missing = [f for f in SLOT_FIELDS if any(f not in r for r in shares)]
+    if missing:
+        raise ValueError(f"global-slot records lack the field(s) {missing}")
+    tot = {f: sum(r[f] for r in shares) for f in SLOT_FIELDS}
     s = np.array([r["share"] for r in shares], dtype=float)
-    same = bool((s == 1.0).all())
-    text = (f"The global slot gave the maximum in {s.mean():.4f} of the (query, gallery image) pairs on average "
-            f"(lowest {s.min():.4f} over {len(s)} (fold, seed) runs)")
-    if same:
-        return (text + ": in every pair of every run, so \"FOR + global slot\" ranks exactly as CLIP global does, "
-                       "by construction; it is left out of the verdicts."), True
-    return text + ": the learned slots win some pairs, so the arm can differ from CLIP global.", False
+    n, rankings = len(shares), tot["queries"]
+    most = max(r["learned_wins"] for r in shares)
+    text = (f"Over {n} (fold, seed) runs, FOR's learned slots beat CLIP's global slot in {tot['learned_wins']} of "
+            f"{tot['pairs']} (query, gallery image) pairs (at most {most} in one run; the global slot's share is "
+            f"{s.min():.4f} at its lowest), every slot L2-normalised: CLIP's global embedding has a mean cosine "
+            f"of {tot['cos_global'] / n:.3f} with the queries, FOR's best slot {tot['cos_best_learned'] / n:.3f}. "
+            f"Those pairs changed the order of the gallery in {tot['queries_reordered']} of the {rankings} "
+            f"(query, run) rankings and the AP of {tot['queries_ap_changed']}")
+    if tot["queries_ap_changed"] == 0:
+        return (text + ", so \"FOR + global slot\" scores exactly as CLIP global does on this gallery: its global "
+                       "slot decides every ranking the metrics see, and a verdict between the two would be an "
+                       "identity, not evidence that FOR's slots help or do no harm; the arm leaves the verdicts."), True
+    return (text + f": the arm can differ from CLIP global only through those {tot['queries_ap_changed']} "
+                   "rankings, so its verdicts say little about FOR's slots on their own."), False
 
 
-def forgetting_sentence(forget: Verdict, forget_start: Verdict, supervised: Selection) -> str:
-    """Whether supervised-only training forgot the novel categories here, from both verdicts,
-    with the schedule it chose on validation."""
-    def below(v: Verdict) -> bool:  # supervised only (arm A) worse than the reference
-        return v.verdict == B_BETTER
-
+def forgetting_sentence(forget: Verdict, forget_base: Verdict, forget_start: Verdict, supervised: Selection) -> str:
+    """Whether supervised-only training forgot the novel categories here, from the three verdicts,
+    with the schedule it chose on validation. Below the head's own start on the novel categories
+    is forgetting; below CLIP's own embedding is forgetting only where the base categories, whose
+    labels it trains on, are not below it too (otherwise it is a weaker embedding throughout)."""
+    below = lambda v: v.verdict == B_BETTER  # noqa: E731  (supervised only, arm A, worse than the reference)
     sched = f"(lr {supervised.lr:g} and {supervised.epochs} of {supervised.budget} epochs, chosen on validation)"
     how = lambda v: {A_BETTER: "above", B_BETTER: "below", EQUIVALENT: "equivalent to"}.get(  # noqa: E731
         v.verdict, "not distinguishable at this size from")
-    detail = (f"on the novel categories supervised-only training {sched} came out {how(forget)} CLIP's own "
-              f"embedding and {how(forget_start)} the head's own start")
-    if below(forget) or below(forget_start):
-        refs = " and ".join(r for r, v in (("CLIP's own embedding", forget), ("the head's own start", forget_start))
-                            if below(v))
-        return (f"Forgetting was shown here: {detail}; it fell below {refs}, so the falsification asks whether "
-                f"the pseudo-labels are what stops it.")
-    return (f"Forgetting was not shown here: {detail}. With nothing forgotten to repair, the falsification "
+    detail = (f"supervised-only training {sched} came out {how(forget)} CLIP's own embedding on the novel "
+              f"categories and {how(forget_base)} it on the base ones, and {how(forget_start)} the head's own "
+              f"start on the novel categories")
+    refs = [r for r, shown in (("CLIP's own embedding", below(forget) and not below(forget_base)),
+                               ("the head's own start", below(forget_start))) if shown]
+    if refs:
+        return (f"Forgetting was shown here: {detail}; it fell below {' and '.join(refs)}, so the falsification "
+                f"asks whether the pseudo-labels are what stops it.")
+    weaker = (" Being below CLIP's embedding on the base categories too, and not below its own start, the head "
+              "is a weaker embedding than CLIP's throughout, which is not forgetting of the novel categories."
+              if below(forget) else "")
+    return (f"Forgetting was not shown here: {detail}.{weaker} With nothing forgotten to repair, the falsification "
             f"can only ask whether the pseudo-label loss adds anything on top of supervision on the novel "
             f"categories, not whether it stops forgetting.")
+
+
+def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence[Sequence[str]],
+                          categories: Sequence[str], train_s: float) -> str:
+    """Which verdicts fail the power check (records of :func:`fgclip.verdicts.power_check`), and
+    what the central one would cost, assuming its half-width shrinks as 1/sqrt(number of folds):
+    the factor (half-width / target)^2, and the most the toy world allows (one category a fold)."""
+    if not checks:
+        raise ValueError("checks is empty: no verdict was power-checked")
+    n_folds, n_categories = len(folds), len(categories)
+    low = [c for c in checks if not c["met"]]
+    names = "; ".join(f"{c['claim']} (half-width {c['half_width']:.3f}, target {c['target']:.3f})" for c in low)
+    head = (f"{len(low)} of the {len(checks)} verdicts are under-powered by that rule: {names}." if low else
+            f"All {len(checks)} verdicts meet that rule.")
+    if central["met"]:
+        return head
+    factor = (central["half_width"] / central["target"]) ** 2
+    if n_folds == 1:  # one fixed split: the categories are the resampled units
+        return (head + f" For the central comparison to meet it would take about {factor:.0f} times as many "
+                f"categories (at the 1/√n rate); one fixed split cannot rotate.")
+    most = n_categories / n_folds  # folds of one category each
+    return (head + f" For the central comparison to meet it would take about {factor:.0f} times as many folds "
+            f"(at the 1/√n rate), about {factor * train_s / 3600:.1f} h of fold loop at this run's "
+            f"{train_s:.0f} s; the {n_categories} categories allow at most {most:.0f} times as many folds (one "
+            f"category each), which at that rate would leave a half-width of about "
+            f"{central['half_width'] / most ** 0.5:.3f}: not affordable in this chapter's budget.")
 
 
 def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[str, Selection], margin: float,
@@ -119,10 +168,6 @@ def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[st
     elsewhere from the record: data, τ, forgetting, global slot, speed)."""
     brief = lambda a, b: cv.by_arms(a, b).brief()  # noqa: E731
     texts = dict(texts)
-    slot = [v for v in cv.others if v.arms == (GLOBAL_SLOT, GLOBAL)]
-    if slot and slot[0].difference == slot[0].ci_low == slot[0].ci_high == 0 and "global-slot" in texts:
-        texts["global-slot"] += (" Yet the pairs they win changed no ranking that the metric sees: FOR + global "
-                                 "slot against CLIP global is " + slot[0].brief() + ".")
     lead = {"data": texts.pop("data")} if "data" in texts else {}  # the box opens with what the data are
     return {**lead, "forget": cv.forget.brief(), "forget-base": cv.forget_base.brief(), "forget-start": cv.forget_start.brief(),
             "for-cluster": brief(FOR, CLUSTER), "for-global": brief(FOR, GLOBAL), "repair": cv.repair.brief(),

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from ...methods.cluster_clip import cluster_clip_embeddings
 from ...methods.sumclip import SumClipHead
@@ -33,7 +34,7 @@ from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from ...verdicts import Verdict, compare, power_check  # noqa: F401 (power_check: the chapter calls it from here)
 from .data import ForData
 from .folds import (CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, PLANTED, SHUFFLED, SUPERVISED, UNTRAINED, Fold,
-                    fold_units, global_slot_share, shuffle_targets, unit_matrix)
+                    fold_units, global_slot_diagnostic, shuffle_targets, unit_matrix)
 from .head import HeadTrainConfig, embed, label_matrix, train_head
 
 Labels = tuple[list[torch.Tensor], torch.Tensor] | None  # (targets per fit image, the text they index); None: no L_pl
@@ -129,7 +130,7 @@ def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Select
     """Every arm's gallery embeddings (I, slots, D) for one (fold, seed), and FOR's attention.
 
     Trained arms at their chosen (lr*, e*) (a head in ``kept`` is used as it is); the untrained
-    head (FOR's setting at its initialisation); CLIP global; Cluster-CLIP (cached per (k, seed)
+    head (FOR's setting at its initialisation); CLIP global (L2-normalised); Cluster-CLIP (cached per (k, seed)
     in ``clusters``); FOR with CLIP's global embedding as one more slot.
     """
     kept = {} if kept is None else kept
@@ -139,7 +140,8 @@ def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Select
     gallery = data.gallery.memory
     torch.manual_seed(seed)
     start = SumClipHead(data.pool, **head_kw).to(gallery.mean.device)
-    runs = {GLOBAL: data.gallery.pooled[:, None].cpu(), CLUSTER: clusters[fold.k, seed],
+    # CLIP scores by cosine: the global embedding is L2-normalised, as every other arm's slots are
+    runs = {GLOBAL: F.normalize(data.gallery.pooled.float().cpu(), dim=-1)[:, None], CLUSTER: clusters[fold.k, seed],
             UNTRAINED: embed(start, gallery)[0].cpu()}
     attention = None
     for arm, (labels, kw) in arm_settings(fold, head_kw, seed).items():
@@ -189,7 +191,8 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
                                         clusters)
             rows += [r for name, emb in runs.items()
                      for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
-            shares.append({"fold": f, "seed": s, "share": global_slot_share(data.query_text.cpu(), runs[GLOBAL_SLOT])})
+            shares.append({"fold": f, "seed": s,
+                           **global_slot_diagnostic(data.query_text.cpu(), runs[GLOBAL_SLOT], data.relevant)})
             shuffles.append({"fold": f, "seed": s, "shuffle_seed": shuffle_seed(s, f)})
     table = pd.DataFrame(rows)  # an arm some fold leaves out (the fixed τ where it cannot decide) is dropped
     complete = table.groupby("arm")["fold"].nunique() == len(folds)

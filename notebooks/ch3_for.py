@@ -422,7 +422,9 @@ plt.show()
 #
 # Forgetting is measured against two references: CLIP's own embedding, and the head's own
 # start (the untrained head, from which every trained arm begins). Supervised-only training
-# forgets when it falls below them on the novel categories while it holds on the base ones.
+# forgets when it falls below its own start on the novel categories, or below CLIP's embedding
+# on them while it is not below it on the base ones; below CLIP's embedding on both is a weaker
+# embedding, not forgetting.
 
 # %%
 cv = page.chapter_verdicts(rows, folds, categories, seeds, metrics, primary, margin, seed,
@@ -448,7 +450,7 @@ print(forgetting := page.forgetting_sentence(cv.forget, cv.forget_base, cv.forge
 #
 # The paper's claim is that the pseudo-label loss stops supervised training from forgetting
 # the novel categories. Whether supervision alone forgot them here is the sentence printed
-# under the verdict table above, made from the two forgetting verdicts: where it did not,
+# under the verdict table above, made from the three forgetting verdicts: where it did not,
 # there is nothing to repair, and the test below can only ask whether the pseudo-labels add
 # anything on top of supervision. The test: FOR against supervised-only training, novel AP
 # paired per (fold, category) and seed.

@@ -43,6 +43,7 @@ def refusals(tmp_path):
         ("ch0", {"pretrained": "nosuchtag"}, "'pretrained': 'nosuchtag' is neither 'toy'"),  # toy model
         ("ch4", {"model": "toy-rn", "pretrained": "openai"}, "'pretrained': 'openai' is neither 'toy'"),
         ("ch0", {"n_images": "null"}, "'n_images': a value is required"),
+        ("ch0", {"oracle": "pretrained"}, "'oracle': expects 'committed' or 'train'"),
         ("ch1", {"lrs": "~"}, "'lrs': a value is required"),
         ("ch2", {"tune_epsilon": "no"}, "'tune_epsilon' expects bool"),  # YAML 1.2: 'no' is a string
         ("ch1", {"batch_sizes": "[8]"}, "'batch_sizes': the comparison needs at least two"),
@@ -68,6 +69,7 @@ def test_each_refusal_names_its_parameter_in_validate_check_and_the_notebook_cel
 
 def test_what_the_refusals_leave_allowed(tmp_path):
     assert validate("ch0", {"pretrained": None}) == {"pretrained": None}  # null: random weights, like 'none'
+    assert validate("ch0", {"oracle": "train"}) == {"oracle": "train"}
     assert validate("ch1", {"batch_sizes": []}) == {"batch_sizes": []}  # [] skips the comparison
     foil = tmp_path / "foil"
     foil.mkdir()

@@ -190,7 +190,8 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     world = ToyWorldConfig()
     scenes = stage.stage_scenes(world, 24, 12, 40, 0)
     clip = create_clip("toy-vit", pretrained=None)
-    rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
+    oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
+    rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, oracle)
     assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("chance", "random scores"),
                                                          ("linear probe", "toy-vit"), ("zero-shot", "toy-vit")]
     assert len(selections) == 3 and selections[0].budget == 2  # the oracle's lr and epochs, then two probes' lambdas
@@ -256,3 +257,29 @@ def test_the_chance_row_is_the_floor_of_each_task():
     planted = torch.nn.functional.one_hot(truth, len(world.categories)).float()
     scores = stage.task_scores(torch.rand(300, len(world.categories)), planted, None, scenes, world.categories, trials)
     assert scores[stage.TASKS[0]] == 1.0
+
+
+def test_the_oracle_checkpoint_round_trips_and_refuses_another_world(tmp_path):
+    from fgclip.studies import stage_oracle
+
+    world = ToyWorldConfig()
+    scenes = stage.stage_scenes(world, 16, 8, 12, 0)
+    oracle, sel = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=1), batch_size=8)
+    trials = stage.phrase_trials(scenes.test)
+    row = stage.oracle_row(oracle, scenes, world.categories, trials)
+    scores = {k: v for k, v in row.items() if k not in ("reader", "model")}
+    path = stage_oracle.save_oracle(tmp_path / "o.pt", oracle, sel, world.categories, world.image_size, "cmd", scores,
+                                    n_fit=16)
+    loaded, sel2, info = stage_oracle.load_oracle(path, world.categories, world.image_size)
+    assert sel2 == sel and info["n_fit"] == 16 and info["command"] == "cmd"
+    assert stage.oracle_row(loaded, scenes, world.categories, trials) == row  # the same scores, read back
+    assert stage_report.check_recorded("stage-oracle", info["test_metrics"], row) == {k: 0.0 for k in scores}
+    with pytest.raises(ValueError, match=r"o\.pt: the oracle was trained for categories="):
+        stage_oracle.load_oracle(path, world.categories[::-1], world.image_size)
+    with pytest.raises(ValueError, match="image_size=64"):
+        stage_oracle.load_oracle(path, world.categories, 128)
+    with pytest.raises(FileNotFoundError, match="nothere.pt: no committed oracle"):
+        stage_oracle.load_oracle(tmp_path / "nothere.pt", world.categories, world.image_size)
+    torch.save({"state_dict": {}}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="bad.pt: the oracle's record lacks selection"):
+        stage_oracle.load_oracle(tmp_path / "bad.pt", world.categories, world.image_size)

@@ -218,6 +218,11 @@ def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
     return checked
 
 
+def _ch0_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
+    if p["oracle"] not in ("committed", "train"):
+        raise ParameterError(f"parameter 'oracle': expects 'committed' or 'train', got {p['oracle']!r}")
+
+
 def _ch1_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
     sizes = p["batch_sizes"]
     if sizes and len(set(sizes)) != len(sizes):
@@ -253,7 +258,7 @@ def _ch3_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
 
 # rules that tie one chapter's parameters together: (parameters with defaults filled in,
 # where(key) -> the path the chapter reads, on_this_machine) -> None or ParameterError
-CHAPTER_RULES = {"ch1": _ch1_rules, "ch2": _ch2_rules, "ch3": _ch3_rules}
+CHAPTER_RULES = {"ch0": _ch0_rules, "ch1": _ch1_rules, "ch2": _ch2_rules, "ch3": _ch3_rules}
 
 
 def _check_device(device: str) -> str:

@@ -134,6 +134,9 @@ def pixels(scenes: list[Scene]) -> torch.Tensor:
     return torch.from_numpy(np.stack([s.image for s in scenes])).permute(0, 3, 1, 2).float() / 255.0
 
 
+ORACLE_ARM = "oracle (CNN on pixels)"
+
+
 def fit_dense(make: callable, loss_of: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor,
               y_val: torch.Tensor, arm: str, grid: SelectionGrid, batch_size: int = 32) -> tuple[nn.Module, Selection]:
     """Train ``make()`` with ``loss_of(model(x), y)``; lr and epochs by validation loss
@@ -252,29 +255,39 @@ GLOBAL_L2S = (1e-4, 1e-3, 1e-2, 1e-1)
 DENSE_L2S = (1e-6, 1e-5, 1e-4, 1e-3)
 
 
-def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], grid: SelectionGrid,
-            global_l2s: tuple[float, ...] = GLOBAL_L2S, dense_l2s: tuple[float, ...] = DENSE_L2S,
-            ) -> tuple[list[dict], list]:
-    """Rows {reader, model, task scores...} for the oracle (lr and epochs from ``grid``) and,
-    per toy CLIP, its linear probes (eq-probe, lambda from the grids) and zero-shot; and every
-    trained reader's selection record (:class:`Selection` or :class:`ProbeFit`)."""
-    trials = phrase_trials(scenes.test)
-    n_c, n_k = len(categories), len(COLORS)
-    size = scenes.test[0].image.shape[0]
-    rows, selections = [], []
-    x = {k: pixels(getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
+def fit_oracle(scenes: StageScenes, categories: tuple[str, ...], grid: SelectionGrid,
+               batch_size: int = 32) -> tuple[OracleNet, Selection]:
+    """The oracle: :class:`OracleNet` on the fit scenes' cell classes, lr and epochs chosen
+    on the validation scenes' loss (eq-selection)."""
+    n_c, size = len(categories), scenes.fit[0].image.shape[0]
+    x = {k: pixels(getattr(scenes, k)) for k in ("fit", "val")}
     y = {k: cell_classes(getattr(scenes, k), categories, size // 8) for k in ("fit", "val")}
-    oracle, sel = fit_dense(lambda: OracleNet(n_c + 1 + n_k + 1), lambda out, t: oracle_loss(out, t, n_c),
-                            x["fit"], y["fit"], x["val"], y["val"], "oracle (CNN on pixels)", grid)
-    selections.append(sel)
+    return fit_dense(lambda: OracleNet(n_c + 1 + len(COLORS) + 1), lambda out, t: oracle_loss(out, t, n_c),
+                     x["fit"], y["fit"], x["val"], y["val"], ORACLE_ARM, grid, batch_size)
+
+
+def oracle_row(oracle: OracleNet, scenes: StageScenes, categories: tuple[str, ...], trials: list) -> dict:
+    """The oracle's task scores on the test and one-object scenes."""
+    n_c = len(categories)
     with torch.no_grad():
-        logits = {k: oracle_log_probs(torch.cat([oracle(x[k][i:i + 500]) for i in range(0, len(x[k]), 500)]), n_c)
-                  for k in ("test", "single")}
-    rows.append({"reader": "oracle", "model": "CNN on pixels",
-                 **task_scores(global_scores(logits["test"], n_c), global_scores(logits["single"], n_c),
-                               cell_maps(logits["test"], trials, categories), scenes, categories, trials,
-                               cell_maps(logits["test"], trials, categories, colour=False))})
-    rows.append(chance_row(scenes, categories, trials, seed=grid.seeds[0]))
+        logits = {k: oracle_log_probs(torch.cat([oracle(x[i:i + 500]) for i in range(0, len(x), 500)]), n_c)
+                  for k, x in (("test", pixels(scenes.test)), ("single", pixels(scenes.single)))}
+    return {"reader": "oracle", "model": "CNN on pixels",
+            **task_scores(global_scores(logits["test"], n_c), global_scores(logits["single"], n_c),
+                          cell_maps(logits["test"], trials, categories), scenes, categories, trials,
+                          cell_maps(logits["test"], trials, categories, colour=False))}
+
+
+def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracle: tuple[OracleNet, Selection],
+            seed: int = 0, global_l2s: tuple[float, ...] = GLOBAL_L2S, dense_l2s: tuple[float, ...] = DENSE_L2S,
+            ) -> tuple[list[dict], list]:
+    """Rows {reader, model, task scores...} for the trained ``oracle`` (model and its
+    selection record, from :func:`fit_oracle` or :func:`load_oracle`), chance (from ``seed``)
+    and, per toy CLIP, its linear probes (eq-probe, lambda from the grids) and zero-shot; and
+    every trained reader's selection record (:class:`Selection` or :class:`ProbeFit`)."""
+    trials = phrase_trials(scenes.test)
+    rows = [oracle_row(oracle[0], scenes, categories, trials), chance_row(scenes, categories, trials, seed=seed)]
+    selections = [oracle[1]]
     for name, clip in clips.items():
         feats = {k: clip_features(clip, getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
         g = feats["fit"][1].shape[-1]

@@ -51,7 +51,7 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 seed: int = 0  # every random choice below (data, splits, masks, initialisations, batches) derives from it
 n_seeds: int = 4  # evaluation seeds seed, seed+1, ... (own masks, initialisation, batches) [at least 2]
-a_a_seeds: int = 4  # seeds per side of the A/A control (as many as the comparisons it guards): two disjoint sets [at least 2]
+a_a_seeds: int = 10  # seeds per side of the A/A control, two disjoint sets, sized for power (see the controls) [at least 2]
 device: str = "cpu"
 precision: str = "fp32"  # head training and scoring: "fp32" (every number of a verdict), "bf16" or "auto" (bf16 where native: speed only)
 data_root: str = "../data/ch4"  # a real COCO root / VOCdevkit, read as it is; otherwise the toy world is exported into a subfolder keyed by seed and sizes
@@ -72,6 +72,7 @@ val_fraction: float = 0.2  # share of the training images held out for choosing 
 rank: int = 32  # rank of the low-rank bilinear pooling (U, V: D -> rank) [at least 1]
 lrs: list[float] = [0.001, 0.01, 0.1]  # the one SelectionGrid's learning rates, the same for every trained arm [each > 0]
 epochs: int = 8  # its budget E: every run of the grid trains this many epochs; the best mean validation epoch is chosen [at least 1]
+check_epochs: int = 4  # an arm chosen at epoch E is trained on to E + this, at its lr and the grid's seeds, to see if it converged [at least 0]
 selection_seeds: int = 2  # the grid's seeds (seed, seed+1, ...): lr and epochs maximise their mean validation mAP [at least 2]
 margin: float = 0.02  # practical equivalence for a difference in mAP (per-category AP averaged), declared before any run [> 0]
 pointing_margin: float = 0.05  # practical equivalence for a difference in pointing hit rate [> 0]
@@ -381,7 +382,12 @@ display(ddata.known_positive_table(labels[train_split], {sd: masks[sd] for sd in
 # validation mAP are chosen, and every seed and proportion is then trained at that choice.
 # The grid's own runs at the chosen learning rate are read at the chosen epoch (the state
 # after epoch $e$ is what training $e$ epochs gives) and count as the first evaluation
-# seeds. The runs of one arm train side by side in one loop
+# seeds. An arm whose best epoch is the budget's last might only have run out of epochs, so
+# its grid runs at the chosen learning rate are trained again to `epochs` + `check_epochs`
+# ({func}`fgclip.studies.decoupling.sweep.convergence_check`): if the mean validation mAP
+# peaks at the chosen epoch the arm has converged there; if it keeps rising, the arm is
+# under-trained at this budget and the table says so. The choice itself stands, so every arm
+# keeps the one budget. The runs of one arm train side by side in one loop
 # ({mod}`fgclip.studies.decoupling.stacked`), so a grid of six runs costs far less than six
 # loops. Untrained rows: *zero-shot* (hand prompt), *untrained init* (the full model before
 # its first step), and the referee's cheap baseline, a scikit-learn *logistic regression*
@@ -394,7 +400,7 @@ fit_cfg = dheads.FitConfig(batch_size=batch_size, gamma_pos=gamma_pos, gamma_neg
                            device=device, precision=precision, scalar_lr=scalar_lr)
 trainer = darms.Trainer(make, train_feats.subset(fit_idx), train_feats.subset(val_idx), test_feats, fit_cfg)
 y_test = labels[test_split]
-sweep = dsweep.run_protocol(trainer, targets, fit_idx, val_idx, proportions, seeds, grid, y_test, zs_head)
+sweep = dsweep.run_protocol(trainer, targets, fit_idx, val_idx, proportions, seeds, grid, y_test, zs_head, check_epochs=check_epochs)
 display(sweep.selection.rename_axis("what was chosen on which split"))
 fig = plot_selection_curves(list(sweep.selections.values()), title=f"validation mAP, {rho_mid:.0%} known")
 order = [arm.name for arm in darms.ROWS]
@@ -439,14 +445,12 @@ print(v_point.sentence())
 full_test = trainer.test(sweep.heads[darms.FULL])  # middle proportion, seed `seed`
 
 
-def draw(image_index=0):
-    return mlviz.draw_image_file_prediction(
-        test.paths[image_index], full_test.scores[image_index], full_test.attention[image_index],
-        test.objects[image_index], class_names, title=f"image {image_index}, {rho_mid:.0%} known")
+def draw(i=0):  # i: a test image's index
+    return mlviz.draw_image_file_prediction(test.paths[i], full_test.scores[i], full_test.attention[i], test.objects[i],
+                                            class_names, title=f"image {i}, {rho_mid:.0%} known")
 
 
-InteractiveFigure(draw, {"image_index": widgets.IntSlider(value=0, min=0, max=len(test.paths) - 1,
-                                                          description="image")}).show()
+InteractiveFigure(draw, {"i": widgets.IntSlider(value=0, min=0, max=len(test.paths) - 1, description="image")}).show()
 
 # %% [markdown]
 # ## Critique: is the prediction of each category independent?
@@ -512,12 +516,19 @@ display(grads.T.style.format("{:.3g}"))
 # lose. *Negative control*, run through the chapter's real pipeline: an A/A comparison, the
 # paper's model at the middle proportion on one set of `a_a_seeds` seeds against a disjoint
 # second set of as many (the evaluation seeds first, then further seeds trained side by
-# side at the same lr and epochs; with at least 3 a side the between-seed term has enough
-# degrees of freedom to come out narrow). Nothing differs but the seeds, so it must come out *equivalent* within the margin;
-# if training noise at this size is wider than the margin it does not, and the test cannot
-# decide. The three other planted worlds (features without label information, two
-# independent categories per image, one category per image) are shown for reading, not as
-# controls. The *power check* asks whether the central comparison (softmax against
+# side at the same lr and epochs). Nothing differs but the seeds, so it must come out
+# *equivalent* within the margin; if training noise is wider than the margin it does not,
+# and the test cannot decide. Its size is set by power, not by the comparisons' four seeds:
+# the unit is a category, but all categories of a run share one trained head, so the
+# interval is dominated by the between-seed term $V_\text{seed}$, read with Student's $t$ at
+# close to $S - 1$ degrees of freedom. At four seeds a side ($t_{3} \approx 3.18$) the half-width is
+# about $1.6$ times the standard deviation of the paired seed differences, so an A/A of that
+# size can come out equivalent only if that deviation is well under $0.6$ times the margin,
+# even when nothing differs. The control therefore has `a_a_seeds` seeds a side (10 in the
+# default run, fixed before it from the spread of earlier runs), and the box below states the
+# spread this run measured and the half-width it implies at the comparisons' four seeds. The
+# three other planted worlds (features without label information, two independent categories
+# per image, one category per image) are shown for reading, not as controls. The *power check* asks whether the central comparison (softmax against
 # sigmoid+affine at the middle proportion) is sharp enough: its interval's half-width
 # against half of the larger of its difference and the margin.
 
@@ -555,7 +566,7 @@ fig = forest_plot(chapter_v, margin=margin)
 zs_diag = dcmp.full_vs_zero_shot(sweep, proportions, seed, margin, zs_head.text_features)  # why it loses or wins
 findings = dfind.chapter_findings(summary, v_point, grads, test_v, controls[len(proportions) // 2], v_aa, power,
                                  sweep.selections, f"seeds {seeds} (A/A: {aa_seeds}); {len(fit_idx)} fit / {len(val_idx)} "
-                                 f"validation / {len(y_test)} test images of {root.name}", planted, zs_diag)
+                                 f"validation / {len(y_test)} test images of {root.name}", planted, zs_diag, sweep.checks)
 glue_findings("ch4", findings)
 display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(pretrained)}))", list(findings.values())))
 
@@ -588,8 +599,8 @@ display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(
 # comparison: {glue:md}`ch4-power`.
 #
 # **The run.** Learning rate and epochs chosen on validation for each trained arm:
-# {glue:md}`ch4-selection`; arms whose best epoch was the budget's last (possibly not
-# converged): {glue:md}`ch4-not-converged`. {glue:md}`ch4-data`.
+# {glue:md}`ch4-selection`; arms whose best epoch was the budget's last, each trained on
+# beyond the budget to see whether it converged: {glue:md}`ch4-not-converged`. {glue:md}`ch4-data`.
 # ```
 
 # %%
@@ -601,4 +612,5 @@ write_results(results_path, {
     "pointing_margin": pointing_margin, "selection_table": sweep.selection.to_dict(orient="records"), "power_check": power,
     "a_a_control": v_aa, "gradients": grads.to_dict(orient="index"), "diagnostic": diag, "controls": controls,
     "same_verdict_across_proportions": findings["same-across-proportions"].startswith("the same"),
-    "verdicts": chapter_v, "found": list(findings.values()), "full_vs_zero_shot": zs_diag}, chapter="ch4");
+    "verdicts": chapter_v, "found": list(findings.values()), "full_vs_zero_shot": zs_diag,
+    "convergence_checks": list(sweep.checks.values())}, chapter="ch4");

@@ -26,7 +26,14 @@ def _grads(unknown_up: float) -> pd.DataFrame:
     return pd.DataFrame({"softmax": row, "sigmoid+affine": sig}).T
 
 
-def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unknown_up=0.34, converged=False):
+def _check(best: int) -> dict:
+    """A convergence check of the full model chosen at epoch 8 of 8, trained on to 12."""
+    return {"arm": darms.FULL.name, "lr": 0.01, "chosen": 8, "budget": 8, "horizon": 12, "best epoch": best,
+            "converged": best <= 8, "mean curve": [0.5] * 12, "rerun deviation": 0.0}
+
+
+def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unknown_up=0.34, converged=False,
+              check=None, a_a=None):
     rhos = (0.1, 0.5, 0.9)
     test_v = {(darms.FULL_AFFINE, r): _v(s, i) for i, (r, s) in enumerate(zip(rhos, affine_shifts))}
     sel = Selection("full", 0.01, 8 if not converged else 3, 0.8, {0.01: [[0.5 + 0.01 * e for e in range(8)]] * 2},
@@ -34,12 +41,13 @@ def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unkn
     zs = {"verdicts": [_v(-0.05), _v(0.0), _v(0.05)], "known": list(rhos), "prompt drift": 0.012, "context tokens": 1,
           "start": {"untrained": 0.44, "zero-shot": 0.69, "known": 0.5},
           "convergence": {"lr": 0.01, "epochs": sel.epochs, "budget": 8, "converged": converged,
-                          "val first epoch": 0.5, "val chosen epoch": 0.57}}
-    a_a = _v(0.0)
+                          "val first epoch": 0.5, "val chosen epoch": 0.57, "check": check}}
+    a_a = _v(0.0) if a_a is None else a_a
     fals = verdicts.falsify(test_v[darms.FULL_AFFINE, 0.5], _v(-0.1), a_a, verdicts.B_BETTER)
     planted = {"single": _v(planted_shifts[0]), "independent": _v(planted_shifts[1])}
     return dfind.chapter_findings([_v(0.0)] * 6, _v(0.2), _grads(unknown_up), test_v, fals, a_a,
-                                  verdicts.power_check(_v(0.1), 0.02), {darms.FULL: sel}, "data", planted, zs)
+                                  verdicts.power_check(_v(0.1), 0.02), {darms.FULL: sel}, "data", planted, zs,
+                                  {} if check is None else {darms.FULL: check})
 
 
 def test_each_clause_follows_its_record():
@@ -53,7 +61,27 @@ def test_each_clause_follows_its_record():
     assert "97% of their gradient remains" in g and "exactly 0" in g and "m = 0.05" in g
     z = f["full-zero-shot-diagnosis"]
     assert z.count("known:") == 3 and "below zero-shot's 0.690" in z and "not converged" in z and "0.012" in z and "M = 1 context" in z
-    assert f["not-converged"] == darms.FULL.name
+    assert f["not-converged"] == f"{darms.FULL.name} (not checked beyond the budget)"
+
+
+@pytest.mark.parametrize("best,word", [(8, "converged at its choice"), (12, "still improving")])
+def test_convergence_clauses_read_the_check(best, word):
+    f = _findings(check=_check(best))
+    assert word in f["not-converged"] and f"best at epoch {best}" in f["not-converged"] and "epoch 12" in f["not-converged"]
+    assert word.split(",")[0] in f["full-zero-shot-diagnosis"] and f"best at epoch {best}" in f["full-zero-shot-diagnosis"]
+
+
+def test_a_a_clause_states_the_spread_and_the_four_seed_half_width():
+    rng = np.random.default_rng(1)
+    a = 0.5 + rng.normal(0, 0.02, (10, 16))
+    for noise, word in ((0.002, "within"), (0.03, "wider than")):
+        b = a + rng.normal(0, noise, (10, 1))  # per-seed offsets: the between-seed spread
+        v = verdicts.compare(a, b, claim="A/A", arms=("A", "B"), unit="categories", cluster_unit="categories",
+                             seed=0, margin=0.02)
+        clause = _findings(a_a=v)["a-a"]
+        sd = np.std(v.seed_differences, ddof=1)
+        assert f"{sd:.3f}" in clause and f"{word} the margin 0.02" in clause and "at 4 seeds a side" in clause
+        assert f"{3.182 * sd / 2:.3f}" in clause or f"{3.1824 * sd / 2:.3f}" in clause
 
 
 @pytest.mark.parametrize("flip", [False, True])

@@ -152,3 +152,37 @@ def test_a_a_control_on_two_disjoint_sets_of_three_seeds():
     assert dcmp.a_a_verdict(ap, 0.5, 0, 0.02, more=more - 0.05, per_side=3).verdict != verdicts.EQUIVALENT  # set B worse
     with pytest.raises(ValueError, match="A/A"):
         dcmp.a_a_verdict(ap, 0.5, 0, 0.02, per_side=3)  # 4 seeds cannot make 3 + 3
+
+
+def test_unvalidated_runs_take_the_same_steps_and_record_no_curves():
+    feats, y = _world(100)
+    fit_f, val_f = Features(feats.dense[:70], feats.pooled[:70]), Features(feats.dense[70:], feats.pooled[70:])
+    tg = lambda m: (_targets(y, m.rho, m.seed)[:70], _targets(y, m.rho, m.seed)[70:])  # noqa: E731
+    members, cfg = [Member(0.05, 0, 0.5), Member(0.05, 1, 0.5)], FitConfig(batch_size=35)
+    make = lambda sd: _make("full", "softmax", sd)  # noqa: E731
+    with_val = train_members(make, members, tg, fit_f, val_f, cfg, 2)
+    without = train_members(make, members, tg, fit_f, val_f, cfg, 2, validate=False)
+    assert with_val.curves.shape == (2, 2) and without.curves.shape == (2, 0) and without.states == [[], []]
+    for a, b in zip(with_val.heads, without.heads):
+        for name, p in trainable(a).items():
+            torch.testing.assert_close(trainable(b)[name], p)
+
+
+def test_convergence_check_repeats_the_grid_and_reads_the_longer_curve():
+    feats, y = _world(140)
+    fit_f, val_f = Features(feats.dense[:90], feats.pooled[:90]), Features(feats.dense[90:], feats.pooled[90:])
+    trainer = _Trainer(_make, fit_f, val_f, val_f, FitConfig(batch_size=45))
+    targets = {(sd, 0.5): _targets(y, 0.5, sd) for sd in (0, 1)}
+    split = lambda m: (targets[m.seed, m.rho][:90], targets[m.seed, m.rho][90:])  # noqa: E731
+    grid = SelectionGrid(lrs=(0.001, 0.003, 0.01), seeds=(0, 1), epochs=1)  # one epoch: chosen at its end
+    sel, _, _ = dsweep.select_and_evaluate(trainer, darms.FULL, grid, 0.5, [0.5], [0, 1], split)
+    assert not sel.converged
+    check = dsweep.convergence_check(trainer, darms.FULL, sel, 0.5, split, 3)
+    assert check["horizon"] == 4 and len(check["mean curve"]) == 4 and check["rerun deviation"] < 1e-4
+    assert check["best epoch"] == int(np.argmax(check["mean curve"])) + 1
+    assert check["converged"] == (check["best epoch"] <= sel.epochs)
+    assert dsweep.converged_cell(sel, check).startswith("yes" if check["converged"] else "NO")
+    assert dsweep.converged_cell(sel, None) == "NO"
+    # a check whose longer curve keeps rising reads as not converged, one that peaked as converged
+    assert dsweep.converged_cell(sel, {**check, "best epoch": 4, "converged": False}) == "NO (to epoch 4: best at 4)"
+    assert dsweep.converged_cell(sel, {**check, "best epoch": 1, "converged": True}) == "yes (to epoch 4: best at 1)"

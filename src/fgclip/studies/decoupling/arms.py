@@ -72,11 +72,12 @@ class Trainer:
         self.make, self.fit_feats, self.val_feats, self.test_feats = make, fit_feats, val_feats, test_feats
         self.cfg = cfg
 
-    def train_members(self, arm: Arm, members: list[Member], targets: Callable, epochs: int) -> MemberRuns:
+    def train_members(self, arm: Arm, members: list[Member], targets: Callable, epochs: int,
+                      validate: bool = True) -> MemberRuns:
         """Every member of ``arm`` trained for ``epochs`` epochs (:func:`~fgclip.studies.decoupling.stacked.train_members`);
-        targets(member) -> its (fit, validation) targets."""
+        targets(member) -> its (fit, validation) targets; ``validate=False``: no per-epoch validation."""
         return train_members(lambda sd: self.make(arm.variant, arm.scoring, sd), members, targets,
-                             self.fit_feats, self.val_feats, self.cfg, epochs)
+                             self.fit_feats, self.val_feats, self.cfg, epochs, validate)
 
     def test(self, head: nn.Module) -> Prediction:
         """(scores s, log p, attention) of ``head`` on the test features."""

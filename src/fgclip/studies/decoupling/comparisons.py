@@ -118,7 +118,8 @@ def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float,
     ``prompt drift``: 1 - mean_c cos(f^t_c of the kept trained full model, f^t_c of the
     hand prompt ``hand_text`` (C, D)); ``context tokens``: its prompts' M; ``convergence``: the selection's chosen epoch, budget,
     whether the best epoch came before the budget's last, and the mean validation mAP after the
-    first and the chosen epoch at the chosen lr."""
+    first and the chosen epoch at the chosen lr; ``check``: the sweep's
+    :func:`~fgclip.studies.decoupling.sweep.convergence_check` of that choice (None: none ran)."""
     rho, ap, selection, head = proportions[len(proportions) // 2], sweep.ap, sweep.selections[FULL], sweep.heads[FULL]
     with torch.no_grad():
         f_t = head.prompts() if getattr(head, "prompts", None) is not None else head.text_features
@@ -132,4 +133,5 @@ def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float,
             "prompt drift": float(1 - cos.mean()), "context tokens": int(getattr(getattr(head, "prompts", None), "n_ctx", 0)),
             "convergence": {"lr": selection.lr, "epochs": selection.epochs, "budget": selection.budget,
                             "converged": bool(selection.converged), "val first epoch": float(curve[0]),
-                            "val chosen epoch": float(curve[selection.epochs - 1])}}
+                            "val chosen epoch": float(curve[selection.epochs - 1]),
+                            "check": getattr(sweep, "checks", {}).get(FULL)}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ... import verdicts
 from .arms import FULL_AFFINE
@@ -15,17 +16,19 @@ SUMMARY_KEYS = ("full-zero-shot", "full-untrained", "full-logistic", "full-decou
 
 def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFrame, test_v: dict,
                      falsification: verdicts.Falsification, a_a: verdicts.Verdict, power: dict,
-                     selections: dict, data: str, planted: dict, zero_shot: dict) -> dict[str, str]:
+                     selections: dict, data: str, planted: dict, zero_shot: dict,
+                     checks: dict | None = None) -> dict[str, str]:
     """{glue key: clause} for the chapter's findings box.
 
     summary: :func:`~fgclip.studies.decoupling.comparisons.summary_verdicts`; test_v: the
     scoring verdicts keyed by (control Arm, ρ); grads: the init-gradient table; power:
     :func:`~fgclip.studies.decoupling.comparisons.power_check`; selections: Arm -> Selection;
     planted: world -> Verdict (softmax vs sigmoid+affine); zero_shot:
-    :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`.
+    :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`; checks: Arm ->
+    :func:`~fgclip.studies.decoupling.sweep.convergence_check` (arms chosen at the budget's end).
     """
     affine = [v for (arm, _), v in test_v.items() if arm == FULL_AFFINE]
-    not_converged = [arm.name for arm, sel in selections.items() if not sel.converged]
+    checks = checks or {}
     out = dict(zip(SUMMARY_KEYS, [v.brief() for v in summary]))
     out |= {
         "pointing": pointing.brief(),
@@ -35,15 +38,45 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
         "planted-signs": sign_clause(planted["single"], planted["independent"]),
         "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
         "falsification": falsification.sentence(),
-        "a-a": a_a.brief(),
+        "a-a": a_a.brief() + "; " + a_a_spread_clause(a_a, summary[0].n_seeds, a_a.margin),
         "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f}: "
         f"{'met' if power['met'] else 'not met'} with {power['n_seeds']} seeds",
         "selection": "; ".join(f"{arm.name} lr {sel.lr:g}, {sel.epochs} of {sel.budget} epochs"
                                for arm, sel in selections.items()),
-        "not-converged": ", ".join(not_converged) if not_converged else "none",
+        "not-converged": convergence_clause(selections, checks),
         "data": data,
     }
     return out
+
+
+def convergence_clause(selections: dict, checks: dict) -> str:
+    """Arms whose choice was the budget's last epoch, each read through its convergence
+    check: peaked there (converged) or still improving (under-trained at this budget)."""
+    parts = []
+    for arm, sel in selections.items():
+        if sel.converged:
+            continue
+        c = checks.get(arm)
+        if c is None:
+            parts.append(f"{arm.name} (not checked beyond the budget)")
+        elif c["converged"]:
+            parts.append(f"{arm.name}, whose mean validation mAP, trained on to epoch {c['horizon']}, stays best "
+                         f"at epoch {c['best epoch']}: converged at its choice")
+        else:
+            parts.append(f"{arm.name}, whose mean validation mAP, trained on to epoch {c['horizon']}, is best at "
+                         f"epoch {c['best epoch']}: still improving, under-trained at this budget")
+    return "; ".join(parts) if parts else "none"
+
+
+def a_a_spread_clause(a_a: verdicts.Verdict, n_compared: int, margin: float) -> str:
+    """Why an A/A comparison of ``n_compared`` seeds a side could not decide: the standard
+    deviation over seeds of the A/A's paired differences, and the half-width t_{n-1} sd / sqrt(n)
+    its between-seed term alone would give at ``n_compared`` seeds, against the margin."""
+    sd = float(np.std(a_a.seed_differences, ddof=1))
+    half = float(stats.t.ppf(0.975, n_compared - 1) * sd / np.sqrt(n_compared))
+    return (f"its paired seed differences have a standard deviation of {sd:.3f}, so at {n_compared} seeds a side "
+            f"(the size of the other comparisons) the between-seed term alone gives a half-width of about "
+            f"{half:.3f}, {'wider than' if half > margin else 'within'} the margin {margin:g}")
 
 
 def gradient_clause(grads: pd.DataFrame) -> str:
@@ -102,5 +135,15 @@ def zero_shot_clause(d: dict) -> str:
             f"its prompts (M = {d['context tokens']} context token(s) each) end a mean cosine distance "
             f"{d['prompt drift']:.3f} from the hand prompt; lr {cv['lr']:g} "
             f"was chosen with epoch {cv['epochs']} of {cv['budget']} (mean validation mAP {cv['val first epoch']:.3f} "
-            f"after epoch 1, {cv['val chosen epoch']:.3f} then), "
-            + ("still rising at the budget's end: not converged" if not cv["converged"] else "before the budget's end"))
+            f"after epoch 1, {cv['val chosen epoch']:.3f} then), " + _budget_end(cv))
+
+
+def _budget_end(cv: dict) -> str:
+    check = cv.get("check")
+    if cv["converged"]:
+        return "before the budget's end"
+    if check is None:
+        return "the budget's last epoch: possibly not converged"
+    return (f"the budget's last epoch; trained on to epoch {check['horizon']}, its mean validation mAP is best at "
+            f"epoch {check['best epoch']}: " + ("converged at its choice" if check["converged"]
+                                                 else "still improving, not converged"))

@@ -139,9 +139,11 @@ def member_groups(heads: list[nn.Module], members: list[Member], scalar_lr: floa
 
 def train_members(make: Callable[[int], nn.Module], members: list[Member],
                   targets: Callable[[Member], tuple[np.ndarray, np.ndarray]], fit_feats: Features,
-                  val_feats: Features, cfg: FitConfig, epochs: int) -> MemberRuns:
+                  val_feats: Features, cfg: FitConfig, epochs: int, validate: bool = True) -> MemberRuns:
     """Train every member of one arm for ``epochs`` epochs of P-ASL (cfg's γ+, γ-, clip,
     batch size, weight decay and precision; each member's lr and seed), side by side.
+    ``validate=False`` (a run evaluated only at its end) skips the per-epoch validation pass
+    and state copies: curves (M, 0), no states; the training steps are the same.
 
     make(seed) builds the arm's head initialised from seed; targets(member) gives its
     (fit, validation) targets in {1, 0, -1}. A sigmoid control's β starts at logit(π) - mean(s) on
@@ -181,8 +183,9 @@ def train_members(make: Callable[[int], nn.Module], members: list[Member],
 
     params = member_groups(heads, members, cfg.scalar_lr)
     history = train_loop(params, epoch_batches, batch_loss, FitConfig(**{**cfg.__dict__, "epochs": epochs}),
-                         desc=f"{len(members)} members, epoch", after_epoch=after_epoch)
-    return MemberRuns(list(members), heads, np.asarray(curves).T, states, history)
+                         desc=f"{len(members)} members, epoch", after_epoch=after_epoch if validate else None)
+    curves = np.asarray(curves, dtype=float).reshape(-1, len(members)).T  # (M, E), or (M, 0) unvalidated
+    return MemberRuns(list(members), heads, curves, states, history)
 
 
 @torch.no_grad()

@@ -4,7 +4,7 @@ at every known-label proportion and seed; the untrained rows beside them, and th
 chosen on which split' table."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -37,6 +37,7 @@ class Sweep:
     heads: dict  # Arm -> its head at the selection's ρ, the first seed, the chosen (lr, epochs)
     attention: list  # the kept arm's test attention maps (N, C, h, w) at the selection's ρ, one per seed
     selection: pd.DataFrame | None = None  # 'what was chosen on which split' (:func:`run_protocol`)
+    checks: dict = field(default_factory=dict)  # Arm -> :func:`convergence_check` of a selection at the budget's end
 
 
 def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel: float,
@@ -64,8 +65,8 @@ def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel
             if kept is None or m.seed == seeds[0]:
                 kept = head
     rest = [Member(sel.lr, sd, rho) for rho in proportions for sd in seeds if (rho, sd) not in preds]
-    if rest:
-        more = trainer.train_members(arm, rest, targets, sel.epochs)
+    if rest:  # read at their end only: no validation pass
+        more = trainer.train_members(arm, rest, targets, sel.epochs, validate=False)
         for i, m in enumerate(rest):
             preds[m.rho, m.seed] = trainer.test(more.heads[i])
             if kept is None and (m.rho, m.seed) == (rho_sel, seeds[0]):
@@ -73,11 +74,33 @@ def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel
     return sel, preds, kept
 
 
+def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, rho: float, targets: Callable,
+                      extra: int) -> dict:
+    """Would more epochs have helped an arm whose choice was its budget's last epoch? The grid's
+    runs at the chosen lr (its seeds, ρ) are trained afresh to budget + ``extra`` epochs; their
+    first ``budget`` validation points must repeat the grid's (the same seeds: the same steps).
+    The choice stands (every arm keeps the one budget); the record says where the mean
+    validation curve peaks within the longer horizon: ``converged`` when at or before the
+    chosen epoch."""
+    horizon = sel.budget + extra
+    runs = trainer.train_members(arm, [Member(sel.lr, sd, rho) for sd in sel.seeds], targets, horizon)
+    deviation = float(np.abs(runs.curves[:, :sel.budget] - np.asarray(sel.curves[sel.lr])).max())
+    if deviation > 5e-3:  # float noise moves a validation mAP by far less
+        raise RuntimeError(f"convergence check of {arm.name}: the rerun departs from the grid's validation "
+                           f"curves by {deviation:.4f}")
+    mean = runs.curves.mean(axis=0)
+    best = int(np.argmax(mean)) + 1  # ties: the earlier epoch
+    return {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "horizon": horizon,
+            "best epoch": best, "converged": best <= sel.epochs, "mean curve": mean.tolist(),
+            "rerun deviation": deviation}
+
+
 def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
               proportions: list[float], seeds: list[int], grid: SelectionGrid,
-              y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL) -> Sweep:
+              y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL, check_epochs: int = 0) -> Sweep:
     """Every :data:`TRAINED` arm through :func:`select_and_evaluate` (the grid at the middle
-    proportion), plus the untrained rows ``fixed[arm](ρ, seed) -> (s, log p)``.
+    proportion), plus the untrained rows ``fixed[arm](ρ, seed) -> (s, log p)``; an arm whose
+    choice is its budget's last epoch gets a :func:`convergence_check` ``check_epochs`` further.
 
     targets[(seed, ρ)]: (N_train, C) in {1, 0, -1} for every seed of ``seeds`` and of the grid.
     """
@@ -90,10 +113,12 @@ def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.
         runs.append({"variant": arm.name, "known": rho, "seed": sd, "epochs": epochs,
                      "mAP on p": ap[arm, rho, "p"][-1].mean(), "mAP on s": ap[arm, rho, "s"][-1].mean()})
 
-    preds = {}
+    preds, checks = {}, {}
     for arm in TRAINED:
         selections[arm], preds[arm], heads[arm] = select_and_evaluate(
             trainer, arm, grid, rho_sel, proportions, seeds, split)
+        if check_epochs > 0 and not selections[arm].converged:
+            checks[arm] = convergence_check(trainer, arm, selections[arm], rho_sel, split, check_epochs)
     for rho in proportions:
         for sd in seeds:
             for arm, rows in fixed.items():
@@ -104,13 +129,13 @@ def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.
                 if arm == keep and rho == rho_sel:
                     attention.append(att)
     ap = {k: np.stack(v) for k, v in ap.items()}
-    return Sweep(pd.DataFrame(runs), ap, selections, heads, attention)
+    return Sweep(pd.DataFrame(runs), ap, selections, heads, attention, checks=checks)
 
 
 def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,
                  proportions: list[float], seeds: list[int], grid: SelectionGrid,
                  y_test: np.ndarray, zero_shot: nn.Module,
-                 c_candidates: tuple[float, ...] = (0.1, 1.0, 10.0)) -> Sweep:
+                 c_candidates: tuple[float, ...] = (0.1, 1.0, 10.0), check_epochs: int = 0) -> Sweep:
     """The chapter's whole comparison: :func:`run_sweep` over the trained arms plus three
     untrained rows (``zero_shot``'s head, the full model at its initialisation, and a
     logistic regression per category whose C is chosen on validation at the middle ρ,
@@ -134,19 +159,33 @@ def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: 
         return s, s  # a decision value is its own log-odds ranking
 
     fixed = {ZERO_SHOT: lambda rho, sd: (zs.scores, zs.log_p), UNTRAINED: untrained, LOGISTIC: logistic}
-    sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, grid, y_test, fixed)
+    sweep = run_sweep(trainer, targets, fit_idx, val_idx, proportions, seeds, grid, y_test, fixed,
+                      check_epochs=check_epochs)
     where = f"validation ({len(val_idx)} training images), {rho_mid:.0%} known, seeds {list(grid.seeds)}"
-    sweep.selection = selection_table(sweep.selections, grid, where, [{
+    sweep.selection = selection_table(sweep.selections, grid, where, sweep.checks, [{
         "hyperparameter": "C (logistic regression)", "candidates": str(list(c_candidates)), "chosen": c_reg,
         "converged": "-", "criterion": "mean validation mAP over the seeds", "split": where}])
     return sweep
 
 
-def selection_table(selections: dict, grid: SelectionGrid, where: str, extra: list[dict] = ()) -> pd.DataFrame:
-    """'What was chosen on which split': lr and epochs per arm (+ ``extra`` rows)."""
+def converged_cell(sel: Selection, check: dict | None) -> str:
+    """'yes' (best epoch before the budget's last), or a choice at the budget's end read
+    through its :func:`convergence_check`: peaked there, or still improving."""
+    if sel.converged:
+        return "yes"
+    if check is None:
+        return "NO"
+    return (f"yes (to epoch {check['horizon']}: best at {check['best epoch']})" if check["converged"]
+            else f"NO (to epoch {check['horizon']}: best at {check['best epoch']})")
+
+
+def selection_table(selections: dict, grid: SelectionGrid, where: str, checks: dict | None = None,
+                    extra: list[dict] = ()) -> pd.DataFrame:
+    """'What was chosen on which split': lr and epochs per arm, read through ``checks``
+    (:func:`convergence_check` by arm) (+ ``extra`` rows)."""
     rows = [{"hyperparameter": f"lr, epochs ({arm.name if isinstance(arm, Arm) else arm})",
              "candidates": f"lr in {list(grid.lrs)}, epochs 1..{grid.epochs}",
-             "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs", "converged": "yes" if sel.converged else "NO",
+             "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs", "converged": converged_cell(sel, (checks or {}).get(arm)),
              "criterion": "eq-selection: best mean validation mAP on p (known entries)", "split": where}
             for arm, sel in selections.items()]
     return pd.DataFrame([*rows, *extra])
@@ -160,7 +199,7 @@ def more_seeds_ap(trainer: Trainer, arm: Arm, sel: Selection, rho: float, extra:
     if not extra:
         return np.zeros((0, y_test.shape[1]))
     split = lambda m: (targets[m.seed, m.rho][fit_idx], targets[m.seed, m.rho][val_idx])  # noqa: E731
-    runs = trainer.train_members(arm, [Member(sel.lr, sd, rho) for sd in extra], split, sel.epochs)
+    runs = trainer.train_members(arm, [Member(sel.lr, sd, rho) for sd in extra], split, sel.epochs, validate=False)
     return np.stack([per_class_ap(trainer.test(h).log_p, y_test) for h in runs.heads])
 
 

@@ -72,7 +72,7 @@ val_fraction: float = 0.2  # share of the training images held out for choosing 
 rank: int = 32  # rank of the low-rank bilinear pooling (U, V: D -> rank) [at least 1]
 lrs: list[float] = [0.001, 0.01, 0.1]  # the one SelectionGrid's learning rates, the same for every trained arm [each > 0]
 epochs: int = 8  # its budget E: every run of the grid trains this many epochs; the best mean validation epoch is chosen [at least 1]
-check_epochs: int = 4  # an arm chosen at epoch E is trained on to E + this, at its lr and the grid's seeds, to see if it converged [at least 0]
+check_epochs: int = 4  # an arm chosen in the last this-many epochs is trained on to E + this (its lr, the grid's seeds): converged? [at least 0]
 selection_seeds: int = 2  # the grid's seeds (seed, seed+1, ...): lr and epochs maximise their mean validation mAP [at least 2]
 margin: float = 0.02  # practical equivalence for a difference in mAP (per-category AP averaged), declared before any run [> 0]
 pointing_margin: float = 0.05  # practical equivalence for a difference in pointing hit rate [> 0]
@@ -382,8 +382,9 @@ display(ddata.known_positive_table(labels[train_split], {sd: masks[sd] for sd in
 # validation mAP are chosen, and every seed and proportion is then trained at that choice.
 # The grid's own runs at the chosen learning rate are read at the chosen epoch (the state
 # after epoch $e$ is what training $e$ epochs gives) and count as the first evaluation
-# seeds. An arm whose best epoch is the budget's last might only have run out of epochs, so
-# its grid runs at the chosen learning rate are trained again to `epochs` + `check_epochs`
+# seeds. An arm chosen within `check_epochs` epochs of the budget's end may have run out of
+# epochs, or stopped at a dip in a curve that is still rising, so its grid runs at the chosen
+# learning rate are trained again to `epochs` + `check_epochs`
 # ({func}`fgclip.studies.decoupling.sweep.convergence_check`): if the mean validation mAP
 # peaks at the chosen epoch the arm has converged there; if it keeps rising, the arm is
 # under-trained at this budget and the table says so. The choice itself stands, so every arm
@@ -599,8 +600,8 @@ display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(
 # comparison: {glue:md}`ch4-power`.
 #
 # **The run.** Learning rate and epochs chosen on validation for each trained arm:
-# {glue:md}`ch4-selection`; arms whose best epoch was the budget's last, each trained on
-# beyond the budget to see whether it converged: {glue:md}`ch4-not-converged`. {glue:md}`ch4-data`.
+# {glue:md}`ch4-selection`; arms chosen near the budget's end, each trained on beyond it to
+# see whether it converged: {glue:md}`ch4-not-converged`. {glue:md}`ch4-data`.
 # ```
 
 # %%

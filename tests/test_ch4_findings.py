@@ -69,6 +69,10 @@ def test_convergence_clauses_read_the_check(best, word):
     f = _findings(check=_check(best))
     assert word in f["not-converged"] and f"best at epoch {best}" in f["not-converged"] and "epoch 12" in f["not-converged"]
     assert word.split(",")[0] in f["full-zero-shot-diagnosis"] and f"best at epoch {best}" in f["full-zero-shot-diagnosis"]
+    # a comparison whose arm was still improving says it holds at this budget, not at convergence
+    assert ("At this budget, not at convergence" in f["falsification"]) == (best > 8)
+    early = _findings(converged=True, check={**_check(3), "chosen": 3, "best epoch": 3, "converged": True})
+    assert "converged at its choice" in early["not-converged"]  # chosen near the end, checked
 
 
 def test_a_a_clause_states_the_spread_and_the_four_seed_half_width():

@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from ... import verdicts
-from .arms import FULL_AFFINE
+from .arms import FULL, FULL_AFFINE
 
 SUMMARY_KEYS = ("full-zero-shot", "full-untrained", "full-logistic", "full-decoupling-only",
                 "full-prompts-only", "p-or-s")
@@ -37,7 +37,7 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
         "same-across-proportions": same_clause(affine),
         "planted-signs": sign_clause(planted["single"], planted["independent"]),
         "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
-        "falsification": falsification.sentence(),
+        "falsification": falsification.sentence() + budget_caveat(checks, (FULL, FULL_AFFINE)),
         "a-a": a_a.brief() + "; " + a_a_spread_clause(a_a, summary[0].n_seeds, a_a.margin),
         "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f}: "
         f"{'met' if power['met'] else 'not met'} with {power['n_seeds']} seeds",
@@ -49,14 +49,25 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     return out
 
 
+def budget_caveat(checks: dict, arms: tuple) -> str:
+    """'' when no arm of a comparison was still improving at the budget's end by its convergence
+    check; otherwise a clause naming them: the verdict compares the arms at this budget."""
+    late = [checks[a] for a in arms if a in checks and not checks[a]["converged"]]
+    if not late:
+        return ""
+    return (" At this budget, not at convergence: " + "; ".join(
+        f"{c['arm']} was still improving (trained on to epoch {c['horizon']}, its mean validation mAP is best at "
+        f"epoch {c['best epoch']}, not at its chosen {c['chosen']})" for c in late) + ".")
+
+
 def convergence_clause(selections: dict, checks: dict) -> str:
-    """Arms whose choice was the budget's last epoch, each read through its convergence
-    check: peaked there (converged) or still improving (under-trained at this budget)."""
+    """Arms chosen near the budget's end (checked) or at its last epoch, each read through its
+    convergence check: peaked at its choice (converged) or still improving (under-trained)."""
     parts = []
     for arm, sel in selections.items():
-        if sel.converged:
-            continue
         c = checks.get(arm)
+        if c is None and sel.converged:
+            continue
         if c is None:
             parts.append(f"{arm.name} (not checked beyond the budget)")
         elif c["converged"]:
@@ -140,10 +151,9 @@ def zero_shot_clause(d: dict) -> str:
 
 def _budget_end(cv: dict) -> str:
     check = cv.get("check")
-    if cv["converged"]:
-        return "before the budget's end"
     if check is None:
-        return "the budget's last epoch: possibly not converged"
-    return (f"the budget's last epoch; trained on to epoch {check['horizon']}, its mean validation mAP is best at "
+        return "before the budget's end" if cv["converged"] else "the budget's last epoch: possibly not converged"
+    where = "the budget's last epoch" if not cv["converged"] else "near the budget's end"
+    return (f"{where}; trained on to epoch {check['horizon']}, its mean validation mAP is best at "
             f"epoch {check['best epoch']}: " + ("converged at its choice" if check["converged"]
                                                  else "still improving, not converged"))

@@ -76,7 +76,8 @@ def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel
 
 def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, rho: float, targets: Callable,
                       extra: int) -> dict:
-    """Would more epochs have helped an arm whose choice was its budget's last epoch? The grid's
+    """Would more epochs have helped an arm chosen near its budget's end (a peak there can be a
+    dip in a curve still rising)? The grid's
     runs at the chosen lr (its seeds, ρ) are trained afresh to budget + ``extra`` epochs; their
     first ``budget`` validation points must repeat the grid's (the same seeds: the same steps).
     The choice stands (every arm keeps the one budget); the record says where the mean
@@ -99,8 +100,8 @@ def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.
               proportions: list[float], seeds: list[int], grid: SelectionGrid,
               y_test: np.ndarray, fixed: dict[Arm, Callable], keep: Arm = FULL, check_epochs: int = 0) -> Sweep:
     """Every :data:`TRAINED` arm through :func:`select_and_evaluate` (the grid at the middle
-    proportion), plus the untrained rows ``fixed[arm](ρ, seed) -> (s, log p)``; an arm whose
-    choice is its budget's last epoch gets a :func:`convergence_check` ``check_epochs`` further.
+    proportion), plus the untrained rows ``fixed[arm](ρ, seed) -> (s, log p)``; an arm chosen
+    within ``check_epochs`` of its budget's end gets a :func:`convergence_check` that far beyond it.
 
     targets[(seed, ρ)]: (N_train, C) in {1, 0, -1} for every seed of ``seeds`` and of the grid.
     """
@@ -117,7 +118,7 @@ def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.
     for arm in TRAINED:
         selections[arm], preds[arm], heads[arm] = select_and_evaluate(
             trainer, arm, grid, rho_sel, proportions, seeds, split)
-        if check_epochs > 0 and not selections[arm].converged:
+        if check_epochs > 0 and selections[arm].epochs > grid.epochs - check_epochs:
             checks[arm] = convergence_check(trainer, arm, selections[arm], rho_sel, split, check_epochs)
     for rho in proportions:
         for sd in seeds:
@@ -169,12 +170,11 @@ def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: 
 
 
 def converged_cell(sel: Selection, check: dict | None) -> str:
-    """'yes' (best epoch before the budget's last), or a choice at the budget's end read
-    through its :func:`convergence_check`: peaked there, or still improving."""
-    if sel.converged:
-        return "yes"
+    """A choice read through its :func:`convergence_check` (peaked within the longer horizon at or
+    before the chosen epoch, or still improving); unchecked: 'yes' when the best epoch is
+    before the budget's last."""
     if check is None:
-        return "NO"
+        return "yes" if sel.converged else "NO"
     return (f"yes (to epoch {check['horizon']}: best at {check['best epoch']})" if check["converged"]
             else f"NO (to epoch {check['horizon']}: best at {check['best epoch']})")
 

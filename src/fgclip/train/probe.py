@@ -53,15 +53,18 @@ def probe_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="sum") / len(y)
 
 
-def fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int = 1000,
-                 tolerance: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor, int, float]:
+def fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int = 1000, tolerance: float = 1e-4,
+                 start: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor, int, float]:
     """Minimise eq-probe for x (R, D), y (R, O) in fp32. Returns W (O, D), b (O,), the
     iterations used and the largest gradient entry at the end. L-BFGS stops when that entry
     is below ``tolerance`` or when no step lowers the loss any more (fp32's limit); fewer than
-    ``max_iter`` iterations with the final gradient below ``tolerance`` means converged."""
+    ``max_iter`` iterations with the final gradient below ``tolerance`` means converged.
+    ``start``: (W, b) to begin from (zeros otherwise); the problem is convex, so the start
+    changes the iterations, not the minimum."""
     x, y = x.float(), y.float()
-    w = torch.zeros(y.shape[1], x.shape[1], requires_grad=True)  # (O, D)
-    b = torch.zeros(y.shape[1], requires_grad=True)  # (O,)
+    w0, b0 = start if start is not None else (torch.zeros(y.shape[1], x.shape[1]), torch.zeros(y.shape[1]))
+    w = w0.clone().requires_grad_(True)  # (O, D)
+    b = b0.clone().requires_grad_(True)  # (O,)
     opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=max_iter, max_eval=2 * max_iter, tolerance_grad=tolerance,
                             tolerance_change=0.0, history_size=20, line_search_fn="strong_wolfe")
 
@@ -80,6 +83,8 @@ def fit_probe(x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor, y_v
               l2s: tuple[float, ...] = (1e-4, 1e-3, 1e-2), max_iter: int = 1000,
               tolerance: float = 1e-4) -> tuple[nn.Module, ProbeFit]:
     """Fit eq-probe at every lambda in ``l2s``, keep the one with the lowest validation loss.
+    The lambdas are fitted from the largest down, each starting from the previous minimum (a
+    regularisation path: the same minima in fewer iterations).
 
     x: (N, D) global features with y (N, O), or (N, D, g, g) dense features with y (N, O, g, g).
     Returns ``nn.Linear(D, O)`` for global features, a 1 x 1 ``nn.Conv2d(D, O)`` for dense ones.
@@ -90,12 +95,14 @@ def fit_probe(x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor, y_v
     mean, std = xf.mean(0), xf.std(0).clamp_min(1e-6)  # (D,) standardisation from the fitting rows
     xf, xv = (xf - mean) / std, (xv - mean) / std
     fits, val_loss, iterations, grads = {}, {}, {}, {}
-    for l2 in l2s:
-        w, b, iterations[l2], grads[l2] = fit_logistic(xf, yf, l2, max_iter, tolerance)
-        fits[l2] = (w, b)
+    start = None
+    for l2 in sorted(l2s, reverse=True):
+        w, b, iterations[l2], grads[l2] = fit_logistic(xf, yf, l2, max_iter, tolerance, start)
+        fits[l2] = start = (w, b)
         with torch.no_grad():
             val_loss[l2] = float(probe_loss(xv @ w.T + b, yv.float()))
-    best = min(l2s, key=lambda v: (val_loss[v], v))
+    val_loss, iterations, grads = ({k: d[k] for k in l2s} for d in (val_loss, iterations, grads))  # grid order
+    best = min(l2s, key=lambda v: (val_loss[v], -v))  # a tie goes to the stronger regularisation
     w, b = fits[best]
     w, b = w / std, b - (w / std) @ mean  # the standardisation folded in: the probe reads raw features
     probe = nn.Linear(w.shape[1], w.shape[0]) if x_fit.ndim == 2 else nn.Conv2d(w.shape[1], w.shape[0], 1)

@@ -226,7 +226,10 @@ display(results.style.format("{:.3f}"))
 is_toy = meta is not None and stage
 if is_toy:
     stage_clips = {m: create_clip(m, pretrained="toy", device=device) for m in ("toy-vit", "toy-rn")}
-    embedded = {m: held_out(c, world, precision="fp32", **STAGE_EVAL) for m, c in stage_clips.items()}
+    scenes = st.stage_scenes(world, n_fit, n_val, STAGE_EVAL["n"], STAGE_EVAL["seed"])  # its test scenes are STAGE_EVAL's
+    features = {m: st.stage_features(c, scenes) for m, c in stage_clips.items()}  # encoded once, read below too
+    embedded = {m: held_out(c, world, precision="fp32", image_features=(features[m]["test"][0], features[m]["single"][0]),
+                            **STAGE_EVAL) for m, c in stage_clips.items()}
     stage_metrics = {m: held_out_metrics(h) for m, h in embedded.items()}
     intervals = {m: held_out_intervals(h, sr.target_keys(m), seed=seed) for m, h in embedded.items()}
     drift = {m: sr.check_recorded(m, c.checkpoint_info.get("test_metrics", {}), stage_metrics[m], tolerance)
@@ -279,7 +282,6 @@ else:
 
 # %%
 if is_toy:
-    scenes = st.stage_scenes(world, n_fit, n_val, STAGE_EVAL["n"], STAGE_EVAL["seed"])
     if oracle == "train":
         grid = SelectionGrid(lrs=(2e-3, 4e-3, 8e-3), seeds=(seed,), epochs=stage_epochs)
         oracle_net, oracle_selection = st.fit_oracle(scenes, world.categories, grid)
@@ -287,7 +289,7 @@ if is_toy:
         oracle_net, oracle_selection, oracle_record = load_oracle(oracle_path(), world.categories, world.image_size)
         print("the oracle was made by:", oracle_record["command"], f"({oracle_record['n_fit']} training scenes)")
     ceiling_rows, stage_selection = st.ceiling(stage_clips, scenes, world.categories,
-                                               (oracle_net, oracle_selection), seed=seed)
+                                               (oracle_net, oracle_selection), seed=seed, features=features)
     if oracle != "train":
         drift[ORACLE_NAME] = sr.check_recorded(ORACLE_NAME, oracle_record["test_metrics"], ceiling_rows[0], tolerance)
     ceiling = pd.DataFrame(ceiling_rows)

@@ -283,3 +283,15 @@ def test_the_oracle_checkpoint_round_trips_and_refuses_another_world(tmp_path):
     torch.save({"state_dict": {}}, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="bad.pt: the oracle's record lacks selection"):
         stage_oracle.load_oracle(tmp_path / "bad.pt", world.categories, world.image_size)
+
+
+def test_held_out_reads_the_stage_features_of_the_same_scenes_with_the_same_numbers():
+    from fgclip.evaluation import held_out, held_out_metrics
+
+    world, clip = ToyWorldConfig(), create_clip("toy-rn", pretrained="toy")
+    scenes = stage.stage_scenes(world, 2, 2, 40, 5)
+    f = stage.stage_features(clip, scenes)
+    shared = held_out_metrics(held_out(clip, world, 40, 5, image_features=(f["test"][0], f["single"][0])))
+    assert shared == pytest.approx(held_out_metrics(held_out(clip, world, 40, 5)), abs=1e-5)
+    with pytest.raises(ValueError, match=r"image_features: expected 40 scene and 40 one-object embeddings, got \[5, 40\]"):
+        held_out(clip, world, 40, 5, image_features=(f["test"][0][:5], f["single"][0]))

@@ -124,18 +124,25 @@ class HeldOut:
 
 
 def held_out(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = "test",
-             precision: str = "fp32") -> HeldOut:
-    """Embed ``n`` scenes of ``split`` (1..max objects) and ``n`` one-object scenes (seed + 1)."""
+             precision: str = "fp32", image_features: tuple[torch.Tensor, torch.Tensor] | None = None) -> HeldOut:
+    """Embed ``n`` scenes of ``split`` (1..max objects) and ``n`` one-object scenes (seed + 1).
+    ``image_features``: those scenes' L2-normalised image embeddings, (n, D) each, already
+    computed by the caller (the same scenes: the same world, n, seed and split), so the
+    images are not encoded twice."""
     scenes = generate(world, n, seed=seed, split=split)
     single = generate(replace(world, min_objects=1, max_objects=1), n, seed=seed + 1, split=split)
     texts = [s.captions[0].text for s in scenes]
     cats = world.categories
-    return HeldOut(encode_images(clip, np.stack([s.image for s in scenes]), precision=precision).cpu(),
-                   encode_texts(clip, texts, precision=precision).cpu(), text_ids(texts),
+    if image_features is None:
+        image_features = tuple(encode_images(clip, np.stack([s.image for s in group]), precision=precision).cpu()
+                               for group in (scenes, single))
+    elif [len(f) for f in image_features] != [n, n]:
+        raise ValueError(f"image_features: expected {n} scene and {n} one-object embeddings, "
+                         f"got {[len(f) for f in image_features]}")
+    return HeldOut(image_features[0], encode_texts(clip, texts, precision=precision).cpu(), text_ids(texts),
                    torch.tensor([[c in s.labels for c in cats] for s in scenes], dtype=torch.long),
                    encode_texts(clip, [f"a {c}" for c in cats], precision=precision).cpu(),
-                   encode_images(clip, np.stack([s.image for s in single]), precision=precision).cpu(),
-                   torch.tensor([cats.index(s.objects[0].category) for s in single]))
+                   image_features[1], torch.tensor([cats.index(s.objects[0].category) for s in single]))
 
 
 def held_out_metrics(h: HeldOut) -> dict[str, float]:

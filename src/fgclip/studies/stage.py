@@ -278,18 +278,24 @@ def oracle_row(oracle: OracleNet, scenes: StageScenes, categories: tuple[str, ..
                           cell_maps(logits["test"], trials, categories, colour=False))}
 
 
+def stage_features(clip, scenes: StageScenes) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """:func:`clip_features` of every part of ``scenes``: {fit, val, test, single} -> (global, dense)."""
+    return {k: clip_features(clip, getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
+
+
 def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracle: tuple[OracleNet, Selection],
             seed: int = 0, global_l2s: tuple[float, ...] = GLOBAL_L2S, dense_l2s: tuple[float, ...] = DENSE_L2S,
-            ) -> tuple[list[dict], list]:
+            features: dict[str, dict] | None = None) -> tuple[list[dict], list]:
     """Rows {reader, model, task scores...} for the trained ``oracle`` (model and its
     selection record, from :func:`fit_oracle` or :func:`load_oracle`), chance (from ``seed``)
     and, per toy CLIP, its linear probes (eq-probe, lambda from the grids) and zero-shot; and
-    every trained reader's selection record (:class:`Selection` or :class:`ProbeFit`)."""
+    every trained reader's selection record (:class:`Selection` or :class:`ProbeFit`).
+    ``features``: per model, its :func:`stage_features` of these scenes, if already computed."""
     trials = phrase_trials(scenes.test)
     rows = [oracle_row(oracle[0], scenes, categories, trials), chance_row(scenes, categories, trials, seed=seed)]
     selections = [oracle[1]]
     for name, clip in clips.items():
-        feats = {k: clip_features(clip, getattr(scenes, k)) for k in ("fit", "val", "test", "single")}
+        feats = features[name] if features is not None else stage_features(clip, scenes)
         g = feats["fit"][1].shape[-1]
         yg = {k: cell_targets(getattr(scenes, k), categories, g) for k in ("fit", "val")}
         image_y = {k: torch.tensor([[float(c in s.labels) for c in categories] for s in getattr(scenes, k)])

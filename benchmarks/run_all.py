@@ -64,23 +64,38 @@ def book_cost() -> list[tuple[str, float]]:
     return sorted(rows)
 
 
-def summary() -> str:
-    lines = ["| benchmark | what | metric | value |", "|---|---|---|---|"]
+def bench_results() -> dict[str, dict]:
+    """The bench_*.py results in RESULTS_DIR (their files carry "benchmark" and "rows"), by file
+    stem; other JSON there (the GPU pretraining sweeps of pretrain_sweep.py) is listed apart."""
+    out = {}
     for path in sorted(RESULTS_DIR.glob("*.json")):
         res = json.loads(path.read_text())
+        if "benchmark" in res and "rows" in res:
+            out[path.stem] = res
+    return out
+
+
+def summary() -> str:
+    lines = ["| benchmark | what | metric | value |", "|---|---|---|---|"]
+    benches = bench_results()
+    for res in benches.values():
         for row in res["rows"]:
             lines.append(f"| {res['benchmark']} | {row['name']} | {row['metric']} | "
                          f"{row['value']:,.4g} {row['unit']} |")
         for name, ratio in res.get("ratios", {}).items():
             lines.append(f"| {res['benchmark']} | **{name}** | ratio | **{ratio:.2f}x** |")
-        lines.append(f"| {res['benchmark']} | whole run | peak RSS | {res['peak_rss_mb']:,.0f} MB |")
+        if "peak_rss_mb" in res:
+            lines.append(f"| {res['benchmark']} | whole run | peak RSS | {res['peak_rss_mb']:,.0f} MB |")
     cost = book_cost()
     if cost:
         lines += ["", "| book chapter | execution wall time |", "|---|---|"]
         lines += [f"| {name} | {sec / 60:.1f} min ({sec:.0f} s) |" for name, sec in cost]
         lines.append(f"| **total** | **{sum(s for _, s in cost) / 60:.1f} min** |")
-    machines = {json.loads(p.read_text())["machine"] for p in RESULTS_DIR.glob("*.json")}
-    dates = {json.loads(p.read_text())["date"] for p in RESULTS_DIR.glob("*.json")}
+    others = sorted(p.stem for p in RESULTS_DIR.glob("*.json") if p.stem not in benches)
+    if others:
+        lines += ["", f"Also in {RESULTS_DIR.name}/ (not bench_*.py results): {', '.join(others)}."]
+    machines = {res["machine"] for res in benches.values()}
+    dates = {res["date"] for res in benches.values()}
     lines += ["", f"Measured on: {'; '.join(sorted(machines))} ({', '.join(sorted(dates))})."]
     return "\n".join(lines) + "\n"
 

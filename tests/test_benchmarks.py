@@ -80,3 +80,19 @@ def test_readme_for_tables_are_built_from_for_json(monkeypatch, tmp_path):
         assert [line for line in text.splitlines() if line.startswith("| for | ")] == rows
     stale = {**result, "rows": [{**r, "value": r["value"] * 2} for r in result["rows"]]}
     assert speed.readme_table(stale) != speed.readme_block(readme)
+
+
+def test_report_summarises_the_committed_results_beside_the_gpu_sweeps(monkeypatch):
+    """``run_all.py --report`` reads benchmarks/results/ as committed: the bench_*.py files
+    become rows, the pretraining sweeps (no "rows") are named apart instead of breaking it."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    monkeypatch.setattr(run_all, "book_cost", lambda: [])
+    sweeps = sorted(p.stem for p in (ROOT / "benchmarks" / "results").glob("pretrain_sweep_*.json"))
+    text = run_all.summary()
+    assert sweeps and f"(not bench_*.py results): {', '.join(sweeps)}." in text
+    assert set(run_all.bench_results()) == {p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json")} - set(sweeps)
+    assert "| train |" in text and "Measured on:" in text

@@ -108,7 +108,7 @@ def test_arm_judge_is_verdicts_compare_on_a_stratum():
     assert judge.paired("A", "B", "c", a, b, images, unit="pairs").unit == "pairs"
 
 
-def test_parse_choice_selectivity_and_planted_grounding_on_a_hand_made_split():
+def test_parse_choice_selectivity_and_planted_effect_on_a_hand_made_split():
     data = _split(4)
     keep = ev.evaluated(data, 0.05, "hull")
     heads = [make_heads(8, 6, 8, s) for s in (0, 1)]
@@ -119,10 +119,11 @@ def test_parse_choice_selectivity_and_planted_grounding_on_a_hand_made_split():
     pairs = [(2 * i, 2 * i + 1) for i in range(4)]
     assert ev.selectivity_scores(heads, data, pairs).shape == (2, 4)
     assert ev.pair_images(data, pairs).tolist() == [0, 1, 2, 3]
-    # rate 1: every phrase sent to its own box's centre (always a hit); rate 0: the model arm itself
-    assert (ev.planted_grounding_scores(heads, data, keep, [0, 1], 1.0) == 1.0).all()
-    assert ev.planted_grounding_scores(heads, data, keep, [0, 1], 0.0).tolist() == \
-        ev.arm_scores(heads, data, keep).tolist()
+    # the planted arm is the model's own scores moved by one constant: mean = pointer's + effect
+    model, pointer = ev.arm_scores(heads, data, keep), np.tile(ev.object_pointer_expectation(data, keep), (2, 1))
+    planted = ev.planted_effect_scores(model, pointer, 0.05)
+    assert planted.mean() == pytest.approx(pointer.mean() + 0.05)
+    assert np.allclose(planted - model, planted[0, 0] - model[0, 0])
     frame = ev.seed_frame({"x": np.array([[1.0, 0.0] * 4, [1.0] * 8])}, [0, 1],
                           {"all": np.ones(8, bool), "odd": np.arange(8) % 2 == 1})
     assert frame[["all", "odd"]].values.tolist() == [[0.5, 0.0], [1.0, 1.0]]
@@ -136,7 +137,7 @@ def test_centre_bias_sweep_and_its_verdicts():
     assert sweep.table["train_bias"].tolist() == [0.0, 0.0, 0.5, 0.5]  # sorted: bias 0 first
     assert sweep.zero is worlds[0.0] and sweep.on_zero[0.5].shape == sweep.share_zero[0.0].shape == (2, 12)
     assert sweep.replicate_share.shape == (2, 12)
-    cross, test = mb.bias_verdicts(sweep, [0, 1], 0.25, seed=0, margin=0.05, share_margin=0.05)
+    cross, test = mb.bias_verdicts(sweep, seed=0, margin=0.05, share_margin=0.05)
     assert [v.arms for v in cross] == [("trained at bias 0.5", "trained at bias 0.0")]
     assert test.test.arms == ("trained at bias 0.5", "trained at bias 0.0") and test.positive.claim == "planted centre prior"
     assert test.negative.arms == ("bias 0, fresh seeds", "trained at bias 0.0") and test.negative.margin == 0.05
@@ -144,7 +145,7 @@ def test_centre_bias_sweep_and_its_verdicts():
         mb.centre_bias_sweep([0.5], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")
     empty = mb.centre_bias_sweep([], None, [0, 1], 0.05, "hull", "vector")
     with pytest.raises(ValueError, match="did not run"):
-        mb.bias_verdicts(empty, [0, 1], 0.25, seed=0, margin=0.05, share_margin=0.05)
+        mb.bias_verdicts(empty, seed=0, margin=0.05, share_margin=0.05)
 
 
 def test_train_selected_chooses_on_validation_and_trains_fresh_seeds_at_the_choice():
@@ -190,3 +191,19 @@ def test_stacked_replicas_follow_the_run_each_would_take_alone():
         alone, _ = train_heads(data.img, data.words, None, data.corpus.caption_image, replace(cfg, seed=s, lr=1e-2))
         for a, b in zip(alone.state_dict().values(), run.heads(1e-2)[j].state_dict().values()):
             torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_convergence_sentence_names_late_arms_with_their_last_third_drop():
+    from fgclip.train.selection import Selection
+
+    flat = Selection("flat", 0.01, 6, 1.0, {0.01: [[2.0, 1.5, 1.2, 1.0, 1.0, 0.99], [2.0, 1.5, 1.2, 1.0, 1.0, 0.99]]},
+                     (0, 1), 6, converged=False)
+    falling = Selection("falling", 0.01, 6, 1.0, {0.01: [[4.0, 3.0, 2.0, 2.0, 1.5, 1.0]]}, (0,), 6, converged=False)
+    done = Selection("done", 0.01, 3, 1.0, {0.01: [[3.0, 2.0, 1.0, 1.5, 1.6, 1.7]]}, (0,), 6)
+    text = ma.convergence_sentence([flat, None, falling, done], 6)
+    # last third of 6 periods = 2: flat 1.0 -> 0.99 (1.0%), falling 2.0 -> 1.0 (50.0%)
+    assert text == ("not converged within the budget of 6 periods: flat (down 1.0% over the last 2 periods), "
+                    "falling (down 50.0% over the last 2 periods) (of 3 trained arms)")
+    assert ma.convergence_sentence([done], 6).endswith(": none (of 1 trained arms)")
+    with pytest.raises(ValueError, match="budget"):
+        ma.convergence_sentence([done], 1)

@@ -167,7 +167,7 @@ def arm_table(arms: Sequence[Arm]) -> pd.DataFrame:
 
 
 def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, base: TrainConfig,
-                    min_box_area: float, area_rule: str, planted_rate: float,
+                    min_box_area: float, area_rule: str, planted_effect: float | str,
                     selections: Sequence[Selection | None] = (), period: int = 0) -> pd.DataFrame:
     """What was chosen on which split: lr and periods per trained arm and the parse mode on
     the validation split; every other setting fixed beforehand (columns hyperparameter,
@@ -182,5 +182,22 @@ def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, ba
         ("temperature, triplet margin, embed_dim", "-", f"{base.temperature}, {base.margin}, {base.embed_dim}",
          "fixed beforehand (the paper's losses at toy size), not tuned", "none"),
         ("min_box_area, area_rule", "-", f"{min_box_area}, {area_rule}", "the public protocol", "none"),
-        ("planted_rate (controls)", "-", planted_rate, "fixed before any run", "none")],
+        ("planted effect (positive controls)", "-", planted_effect, "the declared margins, fixed before any run", "none")],
         columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])
+
+
+def convergence_sentence(selections: Sequence[Selection | None], budget: int) -> str:
+    """The arms whose best period is the budget's last, each with how much its mean validation
+    loss (selection seeds, chosen lr) still fell over the last third of the budget: a relative
+    drop near 0 is a flat curve that stops at the end by noise, a few percent is still learning."""
+    if budget < 2:
+        raise ValueError(f"convergence_sentence: the budget must be at least 2 periods, got {budget}")
+    done = [s for s in selections if s]
+    late = [s for s in done if not s.converged]
+    k = max(budget // 3, 1)
+
+    def drop(s: Selection) -> str:
+        m = s.mean_curve()
+        return f"{s.arm} (down {100 * (m[-k - 1] - m[-1]) / abs(m[-k - 1]):.1f}% over the last {k} periods)"
+    return (f"not converged within the budget of {budget} periods: {', '.join(drop(s) for s in late) or 'none'} "
+            f"(of {len(done)} trained arms)")

@@ -5,10 +5,10 @@ A grounded model of fixed accuracy a has margin a - c(b) over a centre baseline 
 accuracy c(b) rises with b, so a shrinking margin is no evidence of a learned prior. What
 can answer: (1) pointing on the b = 0 test of a model trained at b against the one trained
 at 0; (2) the share of argmaxes in the centre cells on the b = 0 test of the most biased
-model against the b = 0 model, read through two controls: a planted prior (the b = 0 model
-with a share of its points moved to the centre, same seeds) must show the excess, and a
-replicate of the b = 0 model (the same arm at fresh training seeds) must come out
-equivalent to it within the margin.
+model against the b = 0 model, read through two controls: a planted prior (the most biased
+model's own shares moved to lie ``share_margin`` above the b = 0 model's, the test's own
+noise) must show the excess, and a replicate of the b = 0 model (the same arm at fresh
+training seeds) must come out equivalent to it within the margin.
 """
 from __future__ import annotations
 
@@ -73,7 +73,8 @@ def centre_prior_falsification(biased: np.ndarray, zero: np.ndarray, planted: np
                                top: float = 0.9) -> verdicts.Falsification:
     """The centre-prior test on (S, K0) centre-cell shares on the bias-0 test: the model
     trained at bias ``top`` against the bias-0 model must show more ('A better'); the planted
-    prior against the bias-0 model must too (positive control); the bias-0 arm at fresh
+    prior (the biased arm's shares re-centred ``share_margin`` above the bias-0 model's,
+    :func:`fgclip.studies.maximage.evaluation.planted_effect_scores`) must too (positive control); the bias-0 arm at fresh
     seeds against it must be 'equivalent' within ``share_margin`` (negative control)."""
     def cmp(a: str, x: np.ndarray, claim: str) -> verdicts.Verdict:
         return verdicts.compare(x, zero, claim=claim, arms=(a, "trained at bias 0.0"), unit="phrases",
@@ -84,8 +85,7 @@ def centre_prior_falsification(biased: np.ndarray, zero: np.ndarray, planted: np
                             cmp("bias 0, fresh seeds", replicate, "the bias-0 arm against itself at fresh seeds"))
 
 
-def bias_verdicts(sweep: BiasSweep, seeds: Sequence[int], planted_rate: float, seed: int,
-                  margin: float, share_margin: float) -> tuple[list[verdicts.Verdict], verdicts.Falsification]:
+def bias_verdicts(sweep: BiasSweep, seed: int, margin: float, share_margin: float) -> tuple[list[verdicts.Verdict], verdicts.Falsification]:
     """The cross-evaluation verdicts (each bias against bias 0 on the bias-0 test, pointing
     ``margin``) and the centre-prior falsification of the most biased model
     (:func:`centre_prior_falsification`); phrases clustered by image."""
@@ -97,9 +97,21 @@ def bias_verdicts(sweep: BiasSweep, seeds: Sequence[int], planted_rate: float, s
                               claim=f"pointing on the bias-0 test, a model trained at bias {b} against one trained at 0.0",
                               unit="phrases", clusters=images, cluster_unit="images", seed=seed, margin=margin)
              for b in sweep.on_zero if b != 0.0]
-    planted = np.stack([ev.centre_share(ev.mix_points(p, ev.centre_points(zero), planted_rate, s), zero, keep)
-                        for p, s in zip(sweep.zero_points, seeds)])
     top = max(sweep.on_zero)
+    planted = ev.planted_effect_scores(sweep.share_zero[top], sweep.share_zero[0.0], share_margin)
     test = centre_prior_falsification(sweep.share_zero[top], sweep.share_zero[0.0], planted,
                                       sweep.replicate_share, images, share_margin, seed, top)
     return cross, test
+
+
+def centre_prior_sentence(f: verdicts.Falsification) -> str:
+    """The centre-prior test in words, in the equivalence form where the controls allow it: with
+    both controls passing and no excess detected, the interval's upper end bounds any excess
+    of the biased model's centre-cell share over the bias-0 model's."""
+    t, head = f.test, f.sentence()
+    if not f.controls_pass or t.verdict == verdicts.A_BETTER:
+        return f"{head} The interval: {t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]."
+    bound = "is excluded too" if t.ci_high <= t.margin else "is not"
+    return (f"{head} No centre prior detected ({t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]): "
+            f"any excess of the centre-cell share above {max(t.ci_high, 0.0):.3f} is excluded; an excess "
+            f"of the margin ({t.margin:g}) {bound}.")

@@ -78,25 +78,6 @@ def object_pointer_points(data, seed: int) -> list[Point]:
     return out
 
 
-def own_box_points(data) -> list[Point]:
-    """An oracle's points: the centre of the phrase's largest box."""
-    out = []
-    for ph in data.corpus.phrases:
-        b = max(ph.boxes, key=lambda b: (b[2] - b[0]) * (b[3] - b[1]))
-        out.append(((b[0] + b[2]) / 2, (b[1] + b[3]) / 2))
-    return out
-
-
-def mix_points(base: Sequence[Point], planted: Sequence[Point], rate: float, seed: int
-               ) -> list[Point]:
-    """A planted arm: each phrase takes ``planted[k]`` with probability ``rate``, else
-    ``base[k]`` (seeded). Positive controls use it to plant an effect of known size."""
-    if not 0.0 <= rate <= 1.0 or len(base) != len(planted):
-        raise ValueError(f"need rate in [0, 1] and equal lengths, got {rate}, {len(base)}, {len(planted)}")
-    take = np.random.default_rng(seed).random(len(base)) < rate
-    return [p if t else b for b, p, t in zip(base, planted, take)]
-
-
 @torch.no_grad()
 def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data) -> list[Point]:
     """Caption-blind saliency per phrase: the argmax of its image's mean map
@@ -314,20 +295,31 @@ def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
                          for a, x in scores.items() for j, s in enumerate(seeds)])
 
 
-def planted_grounding_scores(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray,
-                             seeds: Sequence[int], rate: float, mode: str = "vector") -> np.ndarray:
-    """(n_seeds, n_kept) hits of the grounding test's positive control: each seed's model
-    (same heads, same seed-to-seed spread as the arm under test) with a share ``rate`` of
-    its phrases sent to their own box's centre, a grounding effect of known size."""
-    return np.stack([hits(mix_points(model_points(h, data, mode), own_box_points(data), rate, s), data, keep)
-                     for h, s in zip(heads_per_seed, seeds)])
+def planted_effect_scores(arm: np.ndarray, comparator: np.ndarray, effect: float) -> np.ndarray:
+    """A positive control planted into the arm under test: its own (n_seeds, n_units) scores
+    moved by one constant so that their mean lies ``effect`` above the ``comparator``'s,
+
+        P[s, k] = A[s, k] + (mean(B) + effect - mean(A)).
+
+    P - B is the test's own difference seed by seed and unit by unit, re-centred at
+    ``effect``: a true effect of known size with exactly the test's seed-to-seed and
+    image-to-image noise, so the control fires when, and only when, the test can resolve an
+    effect of that size. (Planting a share of hits into A instead gives an arm whose truth
+    against B is A's unknown gap plus the plant: it cannot fire when A lies far below B.)"""
+    a, b = np.asarray(arm, float), np.asarray(comparator, float)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"planted_effect_scores: arm and comparator must be (n_seeds, n_units) of one shape, "
+                         f"got {a.shape} and {b.shape}")
+    if not effect > 0:
+        raise ValueError(f"planted_effect_scores: effect must be > 0, got {effect}")
+    return a + (np.nanmean(b) + effect - np.nanmean(a))
 
 
 def grounding_falsification(judge: ArmJudge, model: str, pointer: str, planted: str, shuffled: str,
                             shuffled_saliency: str) -> verdicts.Falsification:
     """The grounding test, ``model`` against the caption-blind ``pointer`` ('A better' is the
-    effect), read through its controls: the ``planted`` arm (the model plus known grounding)
-    must beat the pointer, and the ``shuffled``-caption arm, which cannot learn where words
+    effect), read through its controls: the ``planted`` arm (the model's own scores with an
+    effect of known size planted, :func:`planted_effect_scores`) must beat the pointer, and the ``shuffled``-caption arm, which cannot learn where words
     are, must be 'equivalent' to its own caption-blind saliency within the judge's margin."""
     return verdicts.falsify(judge(model, pointer, f"{model} vs {pointer}"),
                             judge(planted, pointer, f"{planted} vs {pointer}"),
@@ -337,6 +329,11 @@ def grounding_falsification(judge: ArmJudge, model: str, pointer: str, planted: 
 def power_check(v: verdicts.Verdict, margin: float) -> dict:
     """:func:`fgclip.verdicts.power_check`'s record, with the sentence the chapter glues."""
     rec = verdicts.power_check(v, margin)
+    # an effect of the margin is resolved once the half-width is below it; the seed spread dominates
+    # the half-width here, so the seeds needed scale as (half-width / margin)^2 (a rough estimate)
+    rec["seeds_for_margin"] = int(np.ceil(v.n_seeds * (rec["half_width"] / margin) ** 2))
     rec["sentence"] = (f"half-width {rec['half_width']:.3f} of its interval against a target of {rec['target']:.3f} "
-                       f"with {v.n_seeds} seeds and {v.n_clusters} {v.cluster_unit}: {'met' if rec['met'] else 'not met'}")
+                       f"with {v.n_seeds} seeds and {v.n_clusters} {v.cluster_unit}: {'met' if rec['met'] else 'not met'}; "
+                       f"an effect of the margin ({margin:g}) needs a half-width below {margin:g}, roughly "
+                       f"{rec['seeds_for_margin']} seeds at this seed spread")
     return rec

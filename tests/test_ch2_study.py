@@ -129,3 +129,20 @@ def test_steps_end_to_end_on_an_exported_toy_split(tmp_path):
     speed = cspeed.speed(clip, data.test[0], main, n_pairs=3)
     assert speed.n_pairs == 3 and speed.measured > 0 and speed.allowed > 0
     assert set(units.foil_type) <= {"original", "shape", "color", "relation", "count"}
+
+
+def test_toy_foil_exports_are_keyed_by_the_world_not_by_the_file_name(tmp_path):
+    """Two worlds (or a stale file of the old flat layout) in one data_root are never mixed up:
+    each (world, seed, n_scenes, split) is exported once into its own complete folder."""
+    from dataclasses import replace
+
+    from fgclip.studies.clip4dm.data import foil_sets
+    from fgclip.toyworld import ToyWorldConfig
+
+    (tmp_path / "foil_val-s0-n6.json").write_text("not json: a stale flat export must not be read")
+    a = foil_sets(tmp_path, "val", [0], 6, 50)[0]
+    again = foil_sets(tmp_path, "val", [0], 6, 50)[0]
+    other = foil_sets(tmp_path, "val", [0], 6, 50, world=replace(ToyWorldConfig(), center_bias=0.9))[0]
+    folders = sorted(p.name for p in tmp_path.glob("toy-*"))
+    assert len(folders) == 2 and all((tmp_path / f / "toy-export.json").is_file() for f in folders)
+    assert a.equals(again) and not a.equals(other)

@@ -19,6 +19,7 @@ from ...datasets.foil import FoilSplit
 from ...methods import clip4dm as c4dm
 from ...models.factory import Clip
 from ...toyworld import COLORS, ToyWorldConfig, generate
+from ...toyworld.cache import toy_export
 from ...toyworld.export import export_foil
 
 
@@ -54,16 +55,22 @@ def caption_rows(split: FoilSplit, seed: int) -> pd.DataFrame:
 def foil_sets(root: str | Path, split: str, seeds: Sequence[int], n_scenes: int,
               max_pairs: int, world=None) -> dict[int, pd.DataFrame]:
     """Caption rows per seed. Toy world (n_scenes > 0): seed s reads
-    ``foil_<split>-s<s>-n<n_scenes>``, exported from ``generate(world, n_scenes, s)`` when
-    absent. Real data (n_scenes = 0): every seed samples ``max_pairs`` pairs of one file."""
+    ``foil_<split>-s<s>-n<n_scenes>`` from the toy export of (world, s, n_scenes, split) under
+    ``root/toy-<digest>/`` (:func:`~fgclip.toyworld.cache.toy_export`: made once, complete or
+    not at all, so another world or an interrupted export is never read). Real data
+    (n_scenes = 0): every seed samples ``max_pairs`` pairs of one file."""
     root, out = Path(root), {}
+    world = world or ToyWorldConfig()
     for s in seeds:
         name = split if n_scenes <= 0 else f"{split}-s{s}-n{n_scenes}"
-        if not (root / f"foil_{name}.json").is_file():
-            if n_scenes <= 0:
-                raise FileNotFoundError(f"data_root {root} has no foil_{name}.json and n_scenes = 0")
-            export_foil(generate(world or ToyWorldConfig(), n_scenes, seed=s, split=split), root, name)
-        pairs = sample_pairs(read_foil_split(root, name), max_pairs, np.random.default_rng([s, 2]))
+        folder = root
+        if n_scenes > 0:
+            folder = toy_export(root, lambda _: False,
+                                lambda f, s=s, name=name: export_foil(generate(world, n_scenes, seed=s, split=split), f, name),
+                                world=world, seed=s, n_scenes=n_scenes, split=split, format="foil")
+        elif not (root / f"foil_{name}.json").is_file():
+            raise FileNotFoundError(f"data_root {root} has no foil_{name}.json and n_scenes = 0")
+        pairs = sample_pairs(read_foil_split(folder, name), max_pairs, np.random.default_rng([s, 2]))
         out[s] = caption_rows(pairs, s)
     return out
 

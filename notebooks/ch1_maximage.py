@@ -575,8 +575,8 @@ if batch_v:
 # starred. An arm whose best period is the budget's last is marked "not converged"
 # (more periods might have helped it); the list below names them, each with how much its
 # mean validation loss still fell over the last third of the budget (near zero: a flat
-# curve that ends on its lowest point by noise; a few percent: still learning). The budget,
-# 18 periods, is the most the book's time allows; at 12 the main arm was still learning.
+# curve that ends on its lowest point by noise; a few percent: still learning). The budget
+# of `epochs` periods is the most the book's time allows on a CPU.
 
 # %%
 display(ma.selection_table(*selection_args, selections, period))

@@ -150,3 +150,24 @@ def test_baselines():
     # a uniform point hits a box covering a quarter of the image about 25% of the time
     acc = phrase_pointing(a, [[(0, 0, 10, 5)]] * 500, [(10, 20)] * 500, min_box_area=0).accuracy
     assert 0.19 < acc < 0.31
+
+
+def test_resized_argmax_and_cell_centre_rules_differ_on_a_hand_made_map():
+    """A 2x2 map on a 40x40 image whose best cell is the top-left one: the cell-centre rule points
+    at that cell's centre (10, 10); resized bilinearly, the map is flat at 1.0 over the corner
+    pixels [0, 10] x [0, 10] (values clamp outside the cell centres), so MultiGrounding's argmax
+    is the first of them, pixel (0, 0). A box (5, 5, 20, 20) catches the first point, not the second."""
+    from fgclip.metrics.pointing import resized_argmax_point
+
+    heat = np.array([[1.0, 0.9], [0.0, 0.0]])
+    assert argmax_point(heat, (40, 40)) == (10.0, 10.0)
+    assert resized_argmax_point(heat, (40, 40)) == (0.0, 0.0)
+    box = [(5.0, 5.0, 20.0, 20.0)]
+    assert pointing_hit(argmax_point(heat, (40, 40)), box, (40, 40))
+    assert not pointing_hit(resized_argmax_point(heat, (40, 40)), box, (40, 40), inclusive=True)
+    # a torch map gives the same point; the default rule (half-open edges) is unchanged
+    assert resized_argmax_point(torch.tensor(heat), (40, 40)) == (0.0, 0.0)
+    # inclusive edges: a point on the far edge counts only under the inclusive rule
+    assert not pointing_hit((20.0, 10.0), box, (40, 40)) and pointing_hit((20.0, 10.0), box, (40, 40), inclusive=True)
+    with pytest.raises(ValueError, match="heat"):
+        resized_argmax_point(np.zeros(4), (40, 40))

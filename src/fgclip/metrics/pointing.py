@@ -78,6 +78,22 @@ def argmax_point(heat: torch.Tensor | np.ndarray, image_hw: ImageHW) -> Point:
     return ((j + 0.5) * width / heat.shape[1], (i + 0.5) * height / heat.shape[0])
 
 
+def resized_argmax_point(heat: torch.Tensor | np.ndarray, image_hw: ImageHW) -> Point:
+    """MultiGrounding's read-out: the (h, w) map resized to the H x W image (bilinear, pixel
+    centres aligned as in ``align_corners=False``), and the argmax pixel (i, j) returned as
+    the point ``(x, y) = (j, i)``, its integer pixel index, to be scored with inclusive box
+    edges (``pointing_hit(..., inclusive=True)``). Ties go to the first pixel in row-major
+    order. Unlike :func:`argmax_point` the point need not be a cell's centre: inside the
+    argmax cell's plateau it moves toward the neighbour cells that score high.
+    """
+    height, width = _check_hw(image_hw)
+    heat = torch.from_numpy(_as_map(heat))[None, None]  # (1, 1, h, w) float64
+    big = torch.nn.functional.interpolate(heat, size=(height, width), mode="bilinear",
+                                          align_corners=False)[0, 0]  # (H, W)
+    i, j = np.unravel_index(int(torch.argmax(big)), (height, width))
+    return (float(j), float(i))
+
+
 def box_distance(point: Point, box: Box) -> float:
     """Euclidean distance from ``point`` to the nearest pixel centre of ``box``.
 
@@ -96,13 +112,14 @@ def box_distance(point: Point, box: Box) -> float:
 
 
 def pointing_hit(heat_or_point: torch.Tensor | np.ndarray | Point, boxes: Sequence[Box],
-                 image_hw: ImageHW, tolerance: float = 0.0) -> bool:
+                 image_hw: ImageHW, tolerance: float = 0.0, inclusive: bool = False) -> bool:
     """One pointing trial: hit = 1[p in some box b] or 1[min_b d(p, b) < tolerance].
 
     ``heat_or_point`` is an (h, w) map (its :func:`argmax_point` is used) or an ``(x, y)``
     point. "Inside" is half-open, ``x0 <= x < x1`` and ``y0 <= y < y1``; ``d`` is
     :func:`box_distance`. ``tolerance=0`` is the plain inside-a-box rule (eq-pointing-hit);
-    TorchRay uses 15.
+    TorchRay uses 15. ``inclusive=True`` closes the far edges, ``x0 <= x <= x1`` and
+    ``y0 <= y <= y1`` (MultiGrounding's rule, with :func:`resized_argmax_point`).
     """
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
@@ -119,7 +136,7 @@ def pointing_hit(heat_or_point: torch.Tensor | np.ndarray | Point, boxes: Sequen
                          f"{np.shape(heat_or_point)}")
     for box in boxes:
         x0, y0, x1, y1 = box
-        if x0 <= x < x1 and y0 <= y < y1:
+        if (x0 <= x <= x1 and y0 <= y <= y1) if inclusive else (x0 <= x < x1 and y0 <= y < y1):
             return True
         if tolerance > 0 and box_distance((x, y), box) < tolerance:
             return True

@@ -384,8 +384,9 @@ display(ddata.known_positive_table(labels[train_split], {sd: masks[sd] for sd in
 # after epoch $e$ is what training $e$ epochs gives) and count as the first evaluation
 # seeds. An arm chosen within `check_epochs` epochs of the budget's end may have run out of
 # epochs, or stopped at a dip in a curve that is still rising, so its grid runs at the chosen
-# learning rate are trained again to `epochs` + `check_epochs`
-# ({func}`fgclip.studies.decoupling.sweep.convergence_check`): if the mean validation mAP
+# learning rate are trained on from the budget's end to `epochs` + `check_epochs` (with their
+# optimiser state and batch order, the steps of runs that long from the start;
+# {func}`fgclip.studies.decoupling.sweep.convergence_check`): if the mean validation mAP
 # peaks at the chosen epoch the arm has converged there; if it keeps rising, the arm is
 # under-trained at this budget and the table says so. The choice itself stands, so every arm
 # keeps the one budget. The runs of one arm train side by side in one loop

@@ -2,6 +2,8 @@
 
 - one member of a stacked run takes exactly the steps a lone run takes
   (:mod:`fgclip.studies.decoupling.stacked` against :func:`~fgclip.studies.decoupling.heads.fit`);
+- a run continued from its end (parameters, AdamW moments, batch order) takes the steps of a
+  longer run from the start (the convergence check's continuation);
 - :func:`~fgclip.studies.decoupling.sweep.select_and_evaluate` chooses on validation curves only
   and reads the grid's own runs at the chosen epoch;
 - the falsification's controls fail on purpose: the planted effect removed (positive control),
@@ -19,7 +21,7 @@ from fgclip.methods.decoupling import MultiLabelCLIPHead, SemanticDecoupling
 from fgclip.studies.decoupling import arms as darms, comparisons as dcmp, controls as dctl, sweep as dsweep
 from fgclip.studies.decoupling.features import Features
 from fgclip.studies.decoupling.heads import FitConfig, fit
-from fgclip.studies.decoupling.stacked import Member, train_members, trainable
+from fgclip.studies.decoupling.stacked import Member, continue_members, train_members, trainable
 from fgclip.train.selection import SelectionGrid
 
 C, D, H = 6, 8, 2
@@ -92,7 +94,7 @@ def test_select_and_evaluate_reads_the_grid_runs_at_the_chosen_epoch():
     targets = {(sd, rho): _targets(y[:130], rho, sd) for sd in (0, 1, 2) for rho in (0.3, 0.7)}
     split = lambda m: (targets[m.seed, m.rho][:100], targets[m.seed, m.rho][100:130])  # noqa: E731
     grid = SelectionGrid(lrs=(0.003, 0.03, 0.3), seeds=(0, 1), epochs=4)
-    sel, preds, head = dsweep.select_and_evaluate(trainer, darms.FULL_AFFINE, grid, 0.7, [0.3, 0.7], [0, 1, 2], split)
+    sel, preds, head, _ = dsweep.select_and_evaluate(trainer, darms.FULL_AFFINE, grid, 0.7, [0.3, 0.7], [0, 1, 2], split)
     assert sel.lr in grid.lrs and 1 <= sel.epochs <= 4 and set(sel.curves) == set(grid.lrs)
     assert set(preds) == {(rho, sd) for rho in (0.3, 0.7) for sd in (0, 1, 2)}
     mean = np.mean(sel.curves[sel.lr], axis=0)
@@ -168,6 +170,28 @@ def test_unvalidated_runs_take_the_same_steps_and_record_no_curves():
             torch.testing.assert_close(trainable(b)[name], p)
 
 
+@pytest.mark.parametrize("variant,scoring", [("full", "sigmoid+affine"), ("linear probe", "sigmoid")])
+def test_a_continued_run_takes_the_steps_of_a_longer_run(variant, scoring):
+    """Parameters, AdamW moments and batch order carried over: 2 + 2 epochs equal 4 from the start,
+    for a subset of the members (the others of the 2-epoch run untouched)."""
+    feats, y = _world(100)
+    fit_f, val_f = Features(feats.dense[:70], feats.pooled[:70]), Features(feats.dense[70:], feats.pooled[70:])
+    tg = lambda m: (_targets(y, m.rho, m.seed)[:70], _targets(y, m.rho, m.seed)[70:])  # noqa: E731
+    members, cfg = [Member(0.05, 0, 0.5), Member(0.01, 1, 0.5), Member(0.05, 2, 0.5)], FitConfig(batch_size=32)
+    make = lambda sd: _make(variant, scoring, sd)  # noqa: E731
+    short = train_members(make, members, tg, fit_f, val_f, cfg, 2)
+    more, restored = continue_members(short, [0, 2], tg, fit_f, val_f, cfg, 2)
+    longer = train_members(make, [members[0], members[2]], tg, fit_f, val_f, cfg, 4)
+    assert restored < 1e-6 and more.curves.shape == (2, 2)
+    np.testing.assert_allclose(more.curves, longer.curves[:, 2:], atol=1e-6)
+    for a, b in zip(more.heads, longer.heads):
+        for name, p in trainable(b).items():
+            torch.testing.assert_close(trainable(a)[name], p, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="validated"):  # an unvalidated run kept no end state
+        continue_members(train_members(make, members[:1], tg, fit_f, val_f, cfg, 1, validate=False), [0], tg,
+                         fit_f, val_f, cfg, 1)
+
+
 def test_convergence_check_repeats_the_grid_and_reads_the_longer_curve():
     feats, y = _world(140)
     fit_f, val_f = Features(feats.dense[:90], feats.pooled[:90]), Features(feats.dense[90:], feats.pooled[90:])
@@ -175,10 +199,12 @@ def test_convergence_check_repeats_the_grid_and_reads_the_longer_curve():
     targets = {(sd, 0.5): _targets(y, 0.5, sd) for sd in (0, 1)}
     split = lambda m: (targets[m.seed, m.rho][:90], targets[m.seed, m.rho][90:])  # noqa: E731
     grid = SelectionGrid(lrs=(0.001, 0.003, 0.01), seeds=(0, 1), epochs=1)  # one epoch: chosen at its end
-    sel, _, _ = dsweep.select_and_evaluate(trainer, darms.FULL, grid, 0.5, [0.5], [0, 1], split)
+    sel, _, _, check = dsweep.select_and_evaluate(trainer, darms.FULL, grid, 0.5, [0.5], [0, 1], split, 3)
     assert not sel.converged
-    check = dsweep.convergence_check(trainer, darms.FULL, sel, 0.5, split, 3)
     assert check["horizon"] == 4 and len(check["mean curve"]) == 4 and check["rerun deviation"] < 1e-4
+    # continued from the grid's end, the check reads what training 4 epochs from the start reads
+    longer = trainer.train_members(darms.FULL, [Member(sel.lr, sd, 0.5) for sd in (0, 1)], split, 4)
+    np.testing.assert_allclose(check["mean curve"], longer.curves.mean(axis=0), atol=1e-6)
     assert check["best epoch"] == int(np.argmax(check["mean curve"])) + 1
     assert check["converged"] == (check["best epoch"] <= sel.epochs)
     assert dsweep.converged_cell(sel, check).startswith("yes" if check["converged"] else "NO")

@@ -13,7 +13,7 @@ from torch import nn
 from ...partial_labels import UNKNOWN
 from .features import Features
 from .heads import FitConfig, Prediction, predict
-from .stacked import Member, MemberRuns, train_members
+from .stacked import Member, MemberRuns, continue_members, train_members
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,12 @@ class Trainer:
         targets(member) -> its (fit, validation) targets; ``validate=False``: no per-epoch validation."""
         return train_members(lambda sd: self.make(arm.variant, arm.scoring, sd), members, targets,
                              self.fit_feats, self.val_feats, self.cfg, epochs, validate)
+
+    def continue_members(self, runs: MemberRuns, which: list[int], targets: Callable, extra: int
+                         ) -> tuple[MemberRuns, float]:
+        """Members ``which`` of ``runs`` trained ``extra`` epochs on from their end
+        (:func:`~fgclip.studies.decoupling.stacked.continue_members`)."""
+        return continue_members(runs, which, targets, self.fit_feats, self.val_feats, self.cfg, extra)
 
     def test(self, head: nn.Module) -> Prediction:
         """(scores s, log p, attention) of ``head`` on the test features."""

@@ -14,7 +14,10 @@ unchanged, but one loop serves them all, and the small matrix products of a head
 large ones. After every epoch each member is scored on the validation split and its trainable
 state is kept, so a choice of (lr, epoch) made later on those curves can be evaluated without
 training again (the state after epoch e is what training for exactly e epochs gives: the
-learning rate is constant and batches follow the member's seed).
+learning rate is constant and batches follow the member's seed). A validated run also keeps
+where it ended (parameters, AdamW moments, batch generators), so :func:`continue_members` can
+train some of its members further: the same steps as training them that much longer from the
+start.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from ...losses.asymmetric import partial_asymmetric_loss
 from ...methods.decoupling import score_log_probabilities, score_probabilities
@@ -55,6 +59,7 @@ class MemberRuns(NamedTuple):
     curves: np.ndarray  # (M, E) validation mAP (on log p, known entries) after each epoch
     states: list  # states[m][e]: member m's trainable parameters after epoch e + 1
     history: list  # the loop's per-epoch rows (loss summed over members)
+    end: dict | None = None  # validated runs: {"optimizer": {parameter: AdamW state}, "generators": [state]} at the end
 
     def head_at(self, m: int, epoch: int) -> nn.Module:
         """Member m's head with the parameters it had after ``epoch`` (1-based)."""
@@ -95,7 +100,8 @@ class StackedForward:
                 self.base = copy.deepcopy(first)
             finally:
                 first.prompts = self.prompts[0]
-        self.names = [n for n in trainable(first) if not n.startswith("prompts.")]
+        self.own = [trainable(h) for h in heads]  # once: a prompt learner's walk goes through all of CLIP
+        self.names = [n for n in self.own[0] if not n.startswith("prompts.")]
         self.scoring = getattr(first, "scoring", "sigmoid")
 
     def text_features(self) -> torch.Tensor | None:
@@ -112,7 +118,7 @@ class StackedForward:
     def __call__(self, dense: torch.Tensor, pooled: torch.Tensor, shared: bool = False) -> torch.Tensor:
         """dense (M, B, D, h, w) and pooled (M, B, D), or one batch (B, ...) for every member
         when ``shared``, -> scores (M, B, C)."""
-        params = {n: torch.stack([trainable(h)[n] for h in self.heads]) for n in self.names}
+        params = {n: torch.stack([own[n] for own in self.own]) for n in self.names}
         f_t = self.text_features()
 
         def one(p: dict, ft, d: torch.Tensor, pl: torch.Tensor) -> torch.Tensor:
@@ -152,15 +158,46 @@ def train_members(make: Callable[[int], nn.Module], members: list[Member],
     if not members:
         raise ValueError("train_members: no members")
     heads = [make(m.seed) for m in members]
-    fit_t, val_t = zip(*(targets(m) for m in members))
     if cfg.calibrate:
-        for head, t in zip(heads, fit_t):
+        for head, m in zip(heads, members):
             if hasattr(head, "calibrate"):
-                head.calibrate(fit_feats.dense, fit_feats.pooled, known_prevalence(t))
+                head.calibrate(fit_feats.dense, fit_feats.pooled, known_prevalence(targets(m)[0]))
+    gens = [torch.Generator().manual_seed(m.seed) for m in members]
+    return _train(heads, members, targets, fit_feats, val_feats, cfg, epochs, validate, gens, {})
+
+
+def continue_members(runs: MemberRuns, which: list[int], targets: Callable[[Member], tuple[np.ndarray, np.ndarray]],
+                     fit_feats: Features, val_feats: Features, cfg: FitConfig, extra: int) -> tuple[MemberRuns, float]:
+    """Members ``which`` of a validated ``runs`` trained ``extra`` more epochs from where they
+    ended: their last epoch's parameters, AdamW moments and batch generators, so the steps are
+    those of a run ``extra`` epochs longer from the start (curves and states of the extra epochs
+    only). Also returns the largest difference between the restored heads' validation mAP and
+    the run's last curve point (a restore that went wrong shows there). The members' heads are
+    the run's own: they end at the longer run's last epoch."""
+    if runs.end is None or not which:
+        raise ValueError("continue_members: needs members of a validated run (train_members(validate=True))")
+    heads, members = [runs.heads[i] for i in which], [runs.members[i] for i in which]
+    for i, head in zip(which, heads):
+        load_trainable(head, runs.states[i][-1])
+    start = stacked_log_p(StackedForward(heads), val_feats, cfg)
+    restored = max(abs(known_map(start[k], targets(m)[1]) - runs.curves[i, -1])
+                   for k, (i, m) in enumerate(zip(which, members)))
+    gens = [torch.Generator() for _ in which]
+    for g, i in zip(gens, which):
+        g.set_state(runs.end["generators"][i])
+    moments = {p: runs.end["optimizer"][p] for h in heads for p in trainable(h).values()}
+    return _train(heads, members, targets, fit_feats, val_feats, cfg, extra, True, gens, moments), float(restored)
+
+
+def _train(heads: list[nn.Module], members: list[Member], targets: Callable, fit_feats: Features,
+           val_feats: Features, cfg: FitConfig, epochs: int, validate: bool, gens: list[torch.Generator],
+           moments: dict) -> MemberRuns:
+    """The side-by-side loop of :func:`train_members` on given heads and batch generators; AdamW
+    starts from ``moments`` ({parameter: state}, empty: fresh)."""
+    fit_t, val_t = zip(*(targets(m) for m in members))
     forward = StackedForward(heads)
     y = torch.as_tensor(np.stack(fit_t), dtype=torch.long)  # (M, N, C)
     rows = torch.arange(len(members))[:, None]
-    gens = [torch.Generator().manual_seed(m.seed) for m in members]
 
     def epoch_batches() -> list[torch.Tensor]:
         per_member = [seeded_batches(y.shape[1], cfg.batch_size, g) for g in gens]
@@ -177,15 +214,32 @@ def train_members(make: Callable[[int], nn.Module], members: list[Member],
     def after_epoch(row: dict) -> bool:
         log_p = stacked_log_p(forward, val_feats, cfg)
         curves.append([known_map(log_p[m], val_t[m]) for m in range(len(members))])
-        for m, head in enumerate(heads):
-            states[m].append({n: p.detach().clone() for n, p in trainable(head).items()})
+        for m, own in enumerate(forward.own):
+            states[m].append({n: p.detach().clone() for n, p in own.items()})
         return False
 
     params = member_groups(heads, members, cfg.scalar_lr)
-    history = train_loop(params, epoch_batches, batch_loss, FitConfig(**{**cfg.__dict__, "epochs": epochs}),
-                         desc=f"{len(members)} members, epoch", after_epoch=after_epoch if validate else None)
+    ours, seen = params[0]["params"][0], {}  # the loop's own AdamW is the one holding this parameter
+
+    def pre(opt, args, kwargs):  # before its first step: the moments a continued run ended with
+        if opt.param_groups[0]["params"][0] is ours and "opt" not in seen:
+            seen["opt"] = opt
+            for p, state in moments.items():
+                opt.state[p] = {k: v.clone() for k, v in state.items()}
+
+    hook = register_optimizer_step_pre_hook(pre)  # the shared loop builds its AdamW inside
+    try:
+        history = train_loop(params, epoch_batches, batch_loss, FitConfig(**{**cfg.__dict__, "epochs": epochs}),
+                             desc=f"{len(members)} members, epoch", after_epoch=after_epoch if validate else None)
+    finally:
+        hook.remove()
+    end = None
+    if validate:
+        end = {"optimizer": {p: {k: v.clone() for k, v in seen["opt"].state[p].items()}
+                             for g in params for p in g["params"]},
+               "generators": [g.get_state() for g in gens]}
     curves = np.asarray(curves, dtype=float).reshape(-1, len(members)).T  # (M, E), or (M, 0) unvalidated
-    return MemberRuns(list(members), heads, curves, states, history)
+    return MemberRuns(list(members), heads, curves, states, history, end)
 
 
 @torch.no_grad()

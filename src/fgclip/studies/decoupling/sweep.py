@@ -16,7 +16,7 @@ from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .arms import FULL, LOGISTIC, TRAINED, UNTRAINED, ZERO_SHOT, Arm, Trainer, logistic_scores
 from .comparisons import a_a_verdict
 from .heads import Prediction
-from .stacked import Member
+from .stacked import Member, MemberRuns
 
 
 def choose(candidates: list, score: Callable[[object], float]) -> tuple[object, dict]:
@@ -41,21 +41,25 @@ class Sweep:
 
 
 def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel: float,
-                        proportions: list[float], seeds: list[int], targets: Callable
-                        ) -> tuple[Selection, dict, nn.Module]:
+                        proportions: list[float], seeds: list[int], targets: Callable, check_epochs: int = 0
+                        ) -> tuple[Selection, dict, nn.Module, dict | None]:
     """One arm: train every (lr, seed) of ``grid`` at ρ = ``rho_sel`` for the grid's budget
     side by side, choose (lr*, e*) by :func:`~fgclip.train.selection.select_lr_epochs` on the
     validation curves, then predict the test images at every (ρ, seed).
 
     The grid's own runs at lr* give their state after epoch e* (what training e* epochs
     gives); every other (ρ, seed) is trained afresh at lr* for e* epochs. targets(member) ->
-    (fit, validation) targets. Returns the selection, {(ρ, seed): Prediction} and the head
-    of (rho_sel, seeds[0]) when that seed is in the grid (else of the first grid seed).
+    (fit, validation) targets. A choice within ``check_epochs`` of the budget's end gets its
+    :func:`convergence_check`. Returns the selection, {(ρ, seed): Prediction}, the head of
+    (rho_sel, seeds[0]) when that seed is in the grid (else of the first grid seed) and the check (or None).
     """
     grid_members = [Member(lr, sd, rho_sel) for lr in grid.lrs for sd in grid.seeds]
     runs = trainer.train_members(arm, grid_members, targets, grid.epochs)
     curves = {(m.lr, m.seed): runs.curves[i].tolist() for i, m in enumerate(grid_members)}
     sel = select_lr_epochs(arm.name, lambda lr, sd, epochs: curves[lr, sd][:epochs], grid)
+    check = None
+    if check_epochs > 0 and sel.epochs > grid.epochs - check_epochs:  # before the runs are read at e*
+        check = convergence_check(trainer, arm, sel, runs, targets, check_epochs)
     preds: dict[tuple[float, int], Prediction] = {}
     kept = None
     for i, m in enumerate(grid_members):
@@ -71,27 +75,29 @@ def select_and_evaluate(trainer: Trainer, arm: Arm, grid: SelectionGrid, rho_sel
             preds[m.rho, m.seed] = trainer.test(more.heads[i])
             if kept is None and (m.rho, m.seed) == (rho_sel, seeds[0]):
                 kept = more.heads[i]
-    return sel, preds, kept
+    return sel, preds, kept, check
 
 
-def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, rho: float, targets: Callable,
+def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, runs: MemberRuns, targets: Callable,
                       extra: int) -> dict:
     """Would more epochs have helped an arm chosen near its budget's end (a peak there can be a
-    dip in a curve still rising)? The grid's
-    runs at the chosen lr (its seeds, ρ) are trained afresh to budget + ``extra`` epochs; their
-    first ``budget`` validation points must repeat the grid's (the same seeds: the same steps).
+    dip in a curve still rising)? The grid's ``runs`` at the chosen lr (its seeds) are trained
+    on from the budget's end to budget + ``extra`` epochs
+    (:func:`~fgclip.studies.decoupling.stacked.continue_members`: the steps of a run that long
+    from the start); the restored heads must score the grid's last validation point again.
     The choice stands (every arm keeps the one budget); the record says where the mean
     validation curve peaks within the longer horizon: ``converged`` when at or before the
     chosen epoch."""
-    horizon = sel.budget + extra
-    runs = trainer.train_members(arm, [Member(sel.lr, sd, rho) for sd in sel.seeds], targets, horizon)
-    deviation = float(np.abs(runs.curves[:, :sel.budget] - np.asarray(sel.curves[sel.lr])).max())
+    which = [i for i, m in enumerate(runs.members) if m.lr == sel.lr and m.seed in sel.seeds]
+    if runs.curves.shape[1] != sel.budget or not which:
+        raise ValueError(f"convergence check of {arm.name}: needs the grid's validated runs at lr {sel.lr:g}")
+    more, deviation = trainer.continue_members(runs, which, targets, extra)
     if deviation > 5e-3:  # float noise moves a validation mAP by far less
-        raise RuntimeError(f"convergence check of {arm.name}: the rerun departs from the grid's validation "
-                           f"curves by {deviation:.4f}")
-    mean = runs.curves.mean(axis=0)
+        raise RuntimeError(f"convergence check of {arm.name}: the restored runs depart from the grid's last "
+                           f"validation point by {deviation:.4f}")
+    mean = np.concatenate([runs.curves[which], more.curves], axis=1).mean(axis=0)
     best = int(np.argmax(mean)) + 1  # ties: the earlier epoch
-    return {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "horizon": horizon,
+    return {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "horizon": sel.budget + extra,
             "best epoch": best, "converged": best <= sel.epochs, "mean curve": mean.tolist(),
             "rerun deviation": deviation}
 
@@ -116,10 +122,10 @@ def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.
 
     preds, checks = {}, {}
     for arm in TRAINED:
-        selections[arm], preds[arm], heads[arm] = select_and_evaluate(
-            trainer, arm, grid, rho_sel, proportions, seeds, split)
-        if check_epochs > 0 and selections[arm].epochs > grid.epochs - check_epochs:
-            checks[arm] = convergence_check(trainer, arm, selections[arm], rho_sel, split, check_epochs)
+        selections[arm], preds[arm], heads[arm], check = select_and_evaluate(
+            trainer, arm, grid, rho_sel, proportions, seeds, split, check_epochs)
+        if check is not None:
+            checks[arm] = check
     for rho in proportions:
         for sd in seeds:
             for arm, rows in fixed.items():
@@ -151,9 +157,13 @@ def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: 
     c_reg, _ = choose(list(c_candidates), val_score)
     zs = trainer.test(zero_shot)
 
-    def untrained(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:
-        pred = trainer.test(trainer.make(UNTRAINED.variant, UNTRAINED.scoring, sd))
-        return pred.scores, pred.log_p
+    at_init: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def untrained(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:  # ρ only enters through training
+        if sd not in at_init:
+            pred = trainer.test(trainer.make(UNTRAINED.variant, UNTRAINED.scoring, sd))
+            at_init[sd] = pred.scores, pred.log_p
+        return at_init[sd]
 
     def logistic(rho: float, sd: int) -> tuple[np.ndarray, np.ndarray]:
         s = logistic_scores(fit_x, targets[sd, rho][fit_idx], test_x, c_reg)

@@ -61,7 +61,7 @@ stage: bool = True  # measure the stage (both toy CLIPs, the oracle and the prob
 n_fit: int = 2000  # stage: training scenes of the linear probes (and of an oracle trained here) [> 0]
 n_val: int = 500  # stage: validation scenes, where the readers' choices are made [> 0]
 oracle: str = "committed"  # stage: "committed" reads checkpoints/stage-oracle.pt, "train" trains it here
-stage_epochs: int = 16  # stage, oracle="train": the oracle's step budget, in epochs [at least 1]
+stage_epochs: int = 16  # stage, when the oracle is trained here: its step budget, in epochs [at least 1]
 tolerance: float = 0.02  # stage: largest allowed gap between a checkpoint's recorded and recomputed metrics [> 0]
 device: str = "cpu"
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON

@@ -287,7 +287,8 @@ if is_toy:
         oracle_net, oracle_selection = st.fit_oracle(scenes, world.categories, grid)
     else:
         oracle_net, oracle_selection, oracle_record = load_oracle(oracle_path(), world.categories, world.image_size)
-        print("the oracle was made by:", oracle_record["command"], f"({oracle_record['n_fit']} training scenes)")
+        print("the oracle was made by:", " ".join(map(shown, oracle_record["command"].split())),
+              f"({oracle_record['n_fit']} training scenes)")
     ceiling_rows, stage_selection = st.ceiling(stage_clips, scenes, world.categories,
                                                (oracle_net, oracle_selection), seed=seed, features=features)
     if oracle != "train":

@@ -96,6 +96,11 @@ class OracleNet(nn.Module):
         return self.head(self.body(x))
 
 
+def new_oracle(n_categories: int) -> OracleNet:
+    """An untrained :class:`OracleNet` for C categories: C + 1 category and K + 1 colour classes per cell."""
+    return OracleNet(n_categories + 1 + len(COLORS) + 1)
+
+
 def cell_classes(scenes: list[Scene], categories: tuple[str, ...], grid: int) -> torch.Tensor:
     """(N, 2, g, g) long: each cell's category in 0..C (C: no object) and colour in 0..K (K: none),
     from the object painted last over the cell's centre (later objects occlude earlier ones)."""
@@ -262,7 +267,7 @@ def fit_oracle(scenes: StageScenes, categories: tuple[str, ...], grid: Selection
     n_c, size = len(categories), scenes.fit[0].image.shape[0]
     x = {k: pixels(getattr(scenes, k)) for k in ("fit", "val")}
     y = {k: cell_classes(getattr(scenes, k), categories, size // 8) for k in ("fit", "val")}
-    return fit_dense(lambda: OracleNet(n_c + 1 + len(COLORS) + 1), lambda out, t: oracle_loss(out, t, n_c),
+    return fit_dense(lambda: new_oracle(n_c), lambda out, t: oracle_loss(out, t, n_c),
                      x["fit"], y["fit"], x["val"], y["val"], ORACLE_ARM, grid, batch_size)
 
 

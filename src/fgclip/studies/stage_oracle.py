@@ -17,7 +17,7 @@ from ..fileio import atomic_write_stream
 from ..paths import project_home
 from ..toyworld import COLORS
 from ..train.selection import Selection
-from .stage import OracleNet
+from .stage import OracleNet, new_oracle
 
 ORACLE_NAME = "stage-oracle"
 FIELDS = ("state_dict", "selection", "categories", "colours", "image_size", "command", "test_metrics")
@@ -53,10 +53,7 @@ def load_oracle(path: str | Path, categories: tuple[str, ...], image_size: int
         if record[field] != want:
             raise ValueError(f"{path}: the oracle was trained for {field}={record[field]!r}, this world has "
                              f"{want!r}; retrain it (data_scripts/train_stage_oracle.py) or use oracle='train'")
-    model = OracleNet(len(categories) + 1 + len(COLORS) + 1)
+    model = new_oracle(len(categories))
     model.load_state_dict(record["state_dict"])
-    sel = dict(record["selection"])
-    sel["curves"] = {float(lr): c for lr, c in sel["curves"].items()}
-    sel["seeds"] = tuple(sel["seeds"])
     info = {k: v for k, v in record.items() if k not in ("state_dict", "selection")}
-    return model.eval(), Selection(**sel), info
+    return model.eval(), Selection.from_dict(record["selection"]), info

@@ -59,6 +59,11 @@ class Selection:
         d["curves"] = {str(lr): c for lr, c in self.curves.items()}
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Selection":
+        """The inverse of :meth:`to_dict` (lr keys back to floats, seeds to a tuple)."""
+        return cls(**{**d, "curves": {float(lr): c for lr, c in d["curves"].items()}, "seeds": tuple(d["seeds"])})
+
 
 def select_lr_epochs(arm: str, run: Callable[[float, int, int], list[float]],
                      grid: SelectionGrid = SelectionGrid()) -> Selection:

@@ -31,7 +31,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--n-fit", type=int, default=4000, help="training scenes")
     p.add_argument("--n-val", type=int, default=500, help="validation scenes (lr and epochs are chosen on them)")
     p.add_argument("--epochs", type=int, default=24, help="the step budget, in epochs")
-    p.add_argument("--lrs", type=float, nargs="+", default=[2e-3, 4e-3, 8e-3], help="the learning-rate grid")
+    p.add_argument("--lrs", type=float, nargs="+", default=list(st.ORACLE_LRS), help="the learning-rate grid")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0, help="the training seed (initialisation and batch order)")
     a = p.parse_args(argv)

@@ -283,7 +283,7 @@ else:
 # %%
 if is_toy:
     if oracle == "train":
-        grid = SelectionGrid(lrs=(2e-3, 4e-3, 8e-3), seeds=(seed,), epochs=stage_epochs)
+        grid = SelectionGrid(lrs=st.ORACLE_LRS, seeds=(seed,), epochs=stage_epochs)
         oracle_net, oracle_selection = st.fit_oracle(scenes, world.categories, grid)
     else:
         oracle_net, oracle_selection, oracle_record = load_oracle(oracle_path(), world.categories, world.image_size)

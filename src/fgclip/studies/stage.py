@@ -140,6 +140,7 @@ def pixels(scenes: list[Scene]) -> torch.Tensor:
 
 
 ORACLE_ARM = "oracle (CNN on pixels)"
+ORACLE_LRS = (2e-3, 4e-3, 8e-3)  # the oracle's lr grid, centred on a pilot run's best (4e-3 of 1e-3 to 4e-3)
 
 
 def fit_dense(make: callable, loss_of: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor,

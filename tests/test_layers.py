@@ -20,7 +20,7 @@ MAX_LINES = 400
 # A room is a top-level module or package of fgclip ("train"), or one chapter's study
 # ("studies.maximage"); "" is the package root (its __init__: the version).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("entry points", ["__main__", "runner", "replication"]),
+    ("entry points", ["__main__", "runner", "replication", "book_cache"]),
     ("studies", ["studies", "studies.stage", "studies.stage_report", "studies.stage_oracle", "studies.maximage", "studies.clip4dm",
                  "studies.for_retrieval", "studies.decoupling"]),
     ("presentation", ["viz", "reporting"]),

@@ -12,7 +12,7 @@ from fgclip.models.attention import first_query_attention_pool, set_first_query_
 from fgclip.studies import stage, stage_report
 from fgclip.toyworld import NEVER_DRAWN, SHAPES, ToyWorldConfig, generate
 from fgclip.train.pretrain import MaskedClipLoss
-from fgclip.train.selection import SelectionGrid, select_lr_epochs
+from fgclip.train.selection import Selection, SelectionGrid, select_lr_epochs
 from fgclip.train.teacher import DistilledLoss, lock_text_tower, text_tower_keys
 from fgclip.train.toy_data import render_scenes, tokenize_scenes
 
@@ -105,6 +105,25 @@ def test_selection_picks_the_best_mean_epoch_and_lr_and_reports_convergence():
     low = select_lr_epochs("loss", lambda lr, s, e: [abs(k - 1) + lr for k in range(e)],
                            SelectionGrid(epochs=4, higher_is_better=False))
     assert (low.lr, low.epochs) == (1e-3, 2)
+
+
+def test_a_best_epoch_within_the_patience_is_not_converged_and_a_grid_edge_lr_is_flagged():
+    # a curve still rising through noise: its best epoch (11 of 12) is not the last, yet it is
+    # within the patience (12 // 4 = 3 epochs), so it must not read as converged
+    rising = lambda lr, s, e: [0.1 * k + (0.5 if k == 10 else 0.0) for k in range(e)]
+    sel = select_lr_epochs("rising", rising, SelectionGrid(epochs=12))
+    assert (sel.epochs, sel.patience, sel.converged) == (11, 3, False)
+    assert "may not have converged" in sel.caveat()
+    peaked = select_lr_epochs("peaked", lambda lr, s, e: [-abs(k - 8) * lr for k in range(e)], SelectionGrid(epochs=12))
+    assert (peaked.epochs, peaked.converged) == (9, True)  # 3 epochs before the end: converged
+    # every lr ties (the peak's score is 0), so the tie goes to the smallest: the grid's edge
+    assert peaked.lr_edge == "smallest" and "smallest end" in peaked.caveat()
+    middle = select_lr_epochs("middle", lambda lr, s, e: [-abs(k - 2) - abs(lr - 3e-3) for k in range(e)],
+                              SelectionGrid(epochs=12))
+    assert (middle.lr, middle.lr_edge, middle.caveat()) == (3e-3, "", "")
+    largest = select_lr_epochs("largest", lambda lr, s, e: [lr - abs(k - 2) for k in range(e)], SelectionGrid(epochs=12))
+    assert largest.lr_edge == "largest"
+    assert Selection.from_dict(largest.to_dict()) == largest
 
 
 @pytest.mark.parametrize("kwargs, message", [(dict(lrs=(1e-3, 1e-2)), "at least 3"),

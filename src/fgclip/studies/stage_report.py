@@ -116,13 +116,16 @@ def reader_caveats(selections: list, headroom) -> str:
     iteration cap), and tasks where the oracle scores below zero-shot (there the
     oracle, not the world, limits the ceiling, so the headroom is not measured)."""
     open_ended = [s.arm for s in selections if not s.converged]
-    edge = [s.arm for s in selections if getattr(s, "at_edge", False)]
+    edge = [s.arm for s in selections if getattr(s, "at_edge", False)]  # a probe's L2 weight
+    lr_edge = [f"{s.arm} ({s.lr_edge})" for s in selections if getattr(s, "lr_edge", "")]  # a trained reader's lr
     below = [f"{r['task']} ({r['model']})" for _, r in headroom.iterrows() if r["oracle"] < r["zero-shot"]]
     parts = []
     if open_ended:
         parts.append("not converged within the budget: " + ", ".join(open_ended))
     if edge:
         parts.append("L2 weight chosen at the edge of its grid: " + ", ".join(edge))
+    if lr_edge:
+        parts.append("learning rate chosen at the edge of its grid: " + ", ".join(lr_edge))
     if below:
         parts.append("oracle below zero-shot, so the ceiling is not measured for: " + "; ".join(below))
     return ("Caveats on the ceiling: " + "; ".join(parts) + ".") if parts else "Every reader converged within its budget."

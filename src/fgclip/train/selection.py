@@ -9,7 +9,11 @@ seeds S, the choice is
 
 (argmin for a loss), ties going to the smaller e, then the smaller lr. Every arm gets the
 same L, S and budget E, so no arm is favoured by a finer search; the curves are kept, so a
-reader can see that each arm converged (its best epoch is not the last one) or did not.
+reader can see that each arm converged or did not. Converged means the mean curve at lr*
+peaked at least P epochs before the budget ran out (P, the patience, is a quarter of E, at
+least 1): a best epoch near the budget's end may be a curve still rising through noise. A
+choice at the grid's smallest or largest lr is flagged too (``lr_edge``): a lr beyond the
+grid might have done better.
 Nothing here ever sees a test split: the caller's ``run`` scores validation data only.
 """
 from __future__ import annotations
@@ -26,6 +30,11 @@ class SelectionGrid:
     seeds: tuple[int, ...] = (0, 1)  # every arm of a verdict is chosen over at least 2
     epochs: int = 20  # the budget E: every run of every arm trains this many epochs at most
     higher_is_better: bool = True
+
+    @property
+    def patience(self) -> int:
+        """P: epochs the chosen curve must have run past its best for 'converged' (E/4, at least 1)."""
+        return max(1, self.epochs // 4)
 
     def __post_init__(self) -> None:
         if len(self.lrs) < 3 or any(lr <= 0 for lr in self.lrs):
@@ -49,7 +58,20 @@ class Selection:
     curves: dict[float, list[list[float]]] = field(repr=False)  # lr -> one curve per seed
     seeds: tuple[int, ...] = ()
     budget: int = 0
-    converged: bool = True  # False when the best epoch is the budget's last (more epochs might help)
+    converged: bool = True  # False when the best epoch lies within the patience of the budget's end
+    lr_edge: str = ""  # "smallest" / "largest" when lr* is at that end of the grid, else ""
+
+    @property
+    def patience(self) -> int:
+        """P of the grid it was chosen on (E/4, at least 1)."""
+        return max(1, self.budget // 4)
+
+    def caveat(self) -> str:
+        """'' for a converged choice inside the grid, else what to doubt, in words."""
+        parts = [] if self.converged else [f"best within the budget's last {self.patience} epochs: may not have "
+                                           f"converged"]
+        parts += [f"lr at the grid's {self.lr_edge} end"] if self.lr_edge else []
+        return f" ({'; '.join(parts)})" if parts else ""
 
     def mean_curve(self, lr: float | None = None) -> np.ndarray:
         return np.asarray(self.curves[self.lr if lr is None else lr]).mean(axis=0)
@@ -84,4 +106,9 @@ def select_lr_epochs(arm: str, run: Callable[[float, int, int], list[float]],
     _, _, _, lr, e = best
     return Selection(arm=arm, lr=lr, epochs=e + 1, score=float(np.mean(curves[lr], axis=0)[e]),
                      curves=curves, seeds=tuple(grid.seeds), budget=grid.epochs,
-                     converged=e + 1 < grid.epochs)
+                     converged=e + 1 <= grid.epochs - grid.patience, lr_edge=grid_edge(lr, grid.lrs))
+
+
+def grid_edge(lr: float, lrs: tuple[float, ...]) -> str:
+    """'smallest' or 'largest' when ``lr`` is that end of the grid ``lrs``, else ''."""
+    return "smallest" if lr == min(lrs) else "largest" if lr == max(lrs) else ""

@@ -10,8 +10,9 @@ from .style import COLUMN_WIDTH
 
 def plot_selection_curves(selections: Sequence, title: str = "validation curves of every trained reader") -> plt.Figure:
     """One panel per arm: the mean validation curve of each learning rate over the selection
-    seeds, the chosen (lr, epoch) marked; an arm whose best epoch is the budget's last is
-    titled 'not converged'."""
+    seeds, the chosen (lr, epoch) marked; an arm whose best epoch lies within the budget's last
+    P (:attr:`~fgclip.train.selection.Selection.patience`) is titled 'not converged', one whose
+    lr is at an end of the grid 'lr at edge'."""
     n = len(selections)
     cols = min(n, 3)
     rows = -(-n // cols)
@@ -21,7 +22,8 @@ def plot_selection_curves(selections: Sequence, title: str = "validation curves 
             curve = sel.mean_curve(lr)
             ax.plot(range(1, len(curve) + 1), curve, marker=".", lw=1, label=f"lr {lr:g}")
         ax.plot([sel.epochs], [sel.score], "k*", ms=9)
-        ax.set_title(sel.arm + ("" if sel.converged else " (not converged)"), fontsize=7)
+        flags = ([] if sel.converged else ["not converged"]) + (["lr at edge"] if getattr(sel, "lr_edge", "") else [])
+        ax.set_title(sel.arm + (f" ({', '.join(flags)})" if flags else ""), fontsize=7)
         ax.set_xlabel("epoch", fontsize=7)
         ax.tick_params(labelsize=6)
         ax.legend(fontsize=5)

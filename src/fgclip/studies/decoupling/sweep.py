@@ -181,8 +181,8 @@ def run_protocol(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: 
 
 def converged_cell(sel: Selection, check: dict | None) -> str:
     """A choice read through its :func:`convergence_check` (peaked within the longer horizon at or
-    before the chosen epoch, or still improving); unchecked: 'yes' when the best epoch is
-    before the budget's last."""
+    before the chosen epoch, or still improving); unchecked: 'yes' when the best epoch came at
+    least the selection's patience before the budget's end."""
     if check is None:
         return "yes" if sel.converged else "NO"
     return (f"yes (to epoch {check['horizon']}: best at {check['best epoch']})" if check["converged"]
@@ -195,7 +195,8 @@ def selection_table(selections: dict, grid: SelectionGrid, where: str, checks: d
     (:func:`convergence_check` by arm) (+ ``extra`` rows)."""
     rows = [{"hyperparameter": f"lr, epochs ({arm.name if isinstance(arm, Arm) else arm})",
              "candidates": f"lr in {list(grid.lrs)}, epochs 1..{grid.epochs}",
-             "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs", "converged": converged_cell(sel, (checks or {}).get(arm)),
+             "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs" + (f" (lr at the grid's {sel.lr_edge} end)" if sel.lr_edge else ""),
+             "converged": converged_cell(sel, (checks or {}).get(arm)),
              "criterion": "eq-selection: best mean validation mAP on p (known entries)", "split": where}
             for arm, sel in selections.items()]
     return pd.DataFrame([*rows, *extra])

@@ -203,7 +203,7 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
 def selection_rows(selections: dict[str, Selection]) -> list[dict]:
     """The "what was chosen" rows of the trained arms' schedules."""
     return [{"hyperparameter": f"lr, epochs: {arm}", "candidates": f"lr {list(s.curves)}, epochs 1..{s.budget}",
-             "chosen": f"lr {s.lr:g}, {s.epochs} epochs" + ("" if s.converged else " (budget's last: not converged)"),
+             "chosen": f"lr {s.lr:g}, {s.epochs} epochs" + s.caveat(),
              "criterion": f"base mAP, mean over seeds {list(s.seeds)}", "split": "validation (training images)"}
             for arm, s in selections.items()]
 
@@ -232,10 +232,14 @@ def power_sentence(check: dict) -> str:
 
 
 def converged_sentence(selections: dict[str, Selection]) -> str:
-    """Which trained arms chose the budget's last epoch (and so may not have converged)."""
+    """Which trained arms chose an epoch within the budget's last P (the patience: they may not
+    have converged) and which chose a lr at the edge of the grid."""
+    first = next(iter(selections.values()))
     late = [a for a, s in selections.items() if not s.converged]
-    budget = next(iter(selections.values())).budget
-    return (f"Every trained arm's best validation epoch came before the budget's last ({budget})." if not late else
-            f"These arms chose the budget's last epoch ({budget}), so they may not have converged: "
-            f"{', '.join(late)}.")
+    edge = [f"{a} ({s.lr_edge})" for a, s in selections.items() if s.lr_edge]
+    out = (f"Every trained arm's best validation epoch came at least {first.patience} epochs before the budget's end "
+           f"({first.budget})." if not late else
+           f"These arms chose an epoch within the budget's last {first.patience} ({first.budget} in all), so they may "
+           f"not have converged: {', '.join(late)}.")
+    return out + (f" At the edge of the lr grid: {', '.join(edge)}." if edge else "")
 

@@ -175,7 +175,7 @@ def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, ba
     val = f"validation ({n_val_images} held-out training images)"
     return pd.DataFrame([
         *((f"lr, periods: {s.arm}", f"lr {list(s.curves)}, 1..{s.budget} periods of {period} steps",
-           f"{s.lr:g}, {s.epochs}" + ("" if s.converged else " (the budget's last)"),
+           f"{s.lr:g}, {s.epochs}" + s.caveat(),
            f"lowest mean validation loss over seeds {list(s.seeds)}", val) for s in selections if s),
         ("parse mode", {m: round(a, 3) for m, a in val_acc.items()}, parse, "mean pointing accuracy "
          "over the seeds", val),
@@ -187,7 +187,8 @@ def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, ba
 
 
 def convergence_sentence(selections: Sequence[Selection | None], budget: int) -> str:
-    """The arms whose best period is the budget's last, each with how much its mean validation
+    """The arms whose best period lies within the budget's last P (the selection's patience, a
+    quarter of the budget), each with how much its mean validation
     loss (selection seeds, chosen lr) still fell over the last third of the budget: a relative
     drop near 0 is a flat curve that stops at the end by noise, a few percent is still learning."""
     if budget < 2:

@@ -479,12 +479,15 @@ fig = forest_plot(v_quart + v_scale + v_wrong, margin=margins.share)
 # %% [markdown]
 # Then we tune $\varepsilon$ on one foil type's validation captions and apply it to
 # another's test captions, as word F1 and as the threshold-form F-CLIPScore's paired
-# accuracy (each foil against its own original, the score its ε is also tuned by).
+# accuracy (each foil against its own original, the score its ε is also tuned by). Here ε is
+# the thing being trained, so each test draw tunes its own pair of ε on its own random half of
+# the validation images: the spread between draws then carries the tuning's chance too. (With
+# one ε shared by every draw, this comparison reversed on a fresh seed.)
 
 # %%
 v_trans, eps_types = ccmp.transfer(units, draws, main, data.val, attr_val[main], seed, margins)
 if v_trans:
-    display(eps_types.style.format("{:.2e}").set_caption(f"ε per foil type, tuned on {val_split}"))
+    display(eps_types.style.format("{:.2e}").set_caption(f"ε per foil type, tuned per draw on half of {val_split}"))
     display(verdicts.verdict_table(v_trans))
 else:  # real FOIL has one foil type: nothing to transfer across
     print(f"one foil type ({types[0]}): no threshold transfer across types to test")

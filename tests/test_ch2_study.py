@@ -146,3 +146,15 @@ def test_toy_foil_exports_are_keyed_by_the_world_not_by_the_file_name(tmp_path):
     folders = sorted(p.name for p in tmp_path.glob("toy-*"))
     assert len(folders) == 2 and all((tmp_path / f / "toy-export.json").is_file() for f in folders)
     assert a.equals(again) and not a.equals(other)
+
+
+def test_each_draw_tunes_its_epsilon_on_its_own_half_of_the_validation_images():
+    val = pd.DataFrame({"image": np.repeat(np.arange(10), 3)})  # 3 captions per image
+    halves = ccmp.val_halves(val, [0, 1, 2], seed=5)
+    assert list(halves) == [0, 1, 2]
+    for mask in halves.values():
+        assert mask.sum() == 15  # 5 of 10 images, all their captions
+        assert all(len(set(mask[val.image.to_numpy() == im])) == 1 for im in range(10))  # an image whole
+    assert not np.array_equal(halves[0], halves[1])  # a fresh half per draw
+    assert all(np.array_equal(halves[s], ccmp.val_halves(val, [0, 1, 2], seed=5)[s]) for s in halves)  # seeded
+    assert not np.array_equal(halves[0], ccmp.val_halves(val, [0], seed=6)[0])

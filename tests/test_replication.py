@@ -36,5 +36,17 @@ def test_status_table(book, rep, expected):
 def test_missing_results_name_the_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="ch7.json"):
         replication.load_verdicts(tmp_path, "ch7")
-    (tmp_path / "ch7.json").write_text(json.dumps({"verdicts": [{"claim": "c"}]}))
-    assert replication.load_verdicts(tmp_path, "ch7") == [{"claim": "c"}]
+    up, down = np.ones((3, 10)), np.zeros((3, 10))
+    head, control = _record("headline", up, down), _record("planted", up, down)
+    (tmp_path / "ch7.json").write_text(json.dumps({"verdicts": [head],
+                                                   "controls": [{"test": head, "positive": control}]}))
+    # nested verdicts (a control's) count too; the headline repeated inside the control counts once
+    assert replication.load_verdicts(tmp_path, "ch7") == [head, control]
+
+
+def test_two_different_verdicts_under_one_claim_are_refused(tmp_path):
+    up, down = np.ones((3, 10)), np.zeros((3, 10))
+    a, b = _record("same words", up, down), _record("same words", down, up)
+    (tmp_path / "ch7.json").write_text(json.dumps({"verdicts": [a], "diagnostic": {"verdicts": [b]}}))
+    with pytest.raises(ValueError, match="same words.*verdicts\\[0\\].*diagnostic.verdicts\\[0\\]"):
+        replication.load_verdicts(tmp_path, "ch7")

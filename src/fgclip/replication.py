@@ -1,7 +1,8 @@
 """Do the book's verdicts replicate? Every chapter rerun at a disjoint base seed (fresh toy data,
 fresh training seeds), its verdicts set beside the book's, claim by claim.
 
-A claim is matched by its text and its two arms. Between the book's verdict v and the
+A claim is matched by its text and its two arms; every verdict record of a chapter's results
+counts, the nested ones too (controls, falsifications, diagnostics). Between the book's verdict v and the
 replicate's v' the status is
 
 * ``same``: v' = v;
@@ -68,11 +69,39 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdict_records(record, where: str = "") -> list[tuple[str, dict]]:
+    """Every verdict record (a dict with a claim, arms and a verdict) anywhere in a chapter's
+    results, with its path: the top-level list and those nested in the controls, the
+    falsifications and the diagnostics, which the replication must check as well."""
+    if isinstance(record, dict):
+        own = [(where, record)] if {"claim", "arms", "verdict"} <= record.keys() else []
+        return own + [r for k, v in record.items() for r in verdict_records(v, f"{where}.{k}" if where else k)]
+    if isinstance(record, list):
+        return [r for i, v in enumerate(record) for r in verdict_records(v, f"{where}[{i}]")]
+    return []
+
+
+def unique_verdicts(found: list[tuple[str, dict]], source: str) -> list[dict]:
+    """One record per claim key; the same key at two paths must be the same verdict (a control
+    repeats a headline), else the chapter names two comparisons alike: a clear error."""
+    seen: dict[tuple[str, str, str], tuple[str, dict]] = {}
+    for path, rec in found:
+        key = claim_key(rec)
+        if key in seen:
+            first_path, first = seen[key]
+            if (first["verdict"], first["difference"]) != (rec["verdict"], rec["difference"]):
+                raise ValueError(f"{source}: two different verdicts share the claim {key[0]!r} ({key[1]} vs "
+                                 f"{key[2]}) at {first_path} and {path}; name them apart")
+            continue
+        seen[key] = (path, rec)
+    return [rec for _, rec in seen.values()]
+
+
 def load_verdicts(results_dir: Path, chapter: str) -> list[dict]:
     path = results_dir / f"{chapter}.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no results for {chapter} (run `make book` first)")
-    return json.loads(path.read_text())["verdicts"]
+    return unique_verdicts(verdict_records(json.loads(path.read_text())), str(path))
 
 
 def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = REPLICATE_SEED,
@@ -84,7 +113,7 @@ def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = R
     rows = []
     for ch in chapters:
         out = Path(run_chapter(ch, {"seed": seed}, runs_dir))
-        rows += compare_chapter(ch, load_verdicts(book_dir, ch), json.loads((out / "results.json").read_text())["verdicts"])
+        rows += compare_chapter(ch, load_verdicts(book_dir, ch), load_verdicts(out, "results"))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {"date": dt.date.today().isoformat(), "commit": commit or "unknown", "book_seed": 0, "replicate_seed": seed}
     result = {"meta": meta, "counts": counts(rows), "rows": rows}

@@ -69,7 +69,8 @@ test: $(STAMP) sync
 ## verdicts beside the book's (needs `make book` first); fails when a verdict reverses. Writes
 ## book/replication_last.md, the table of the book's page "Do the verdicts replicate?".
 replicate: $(STAMP) sync
-	CI=$${CI:-true} $(BIN)/python -m fgclip replicate --book $(RESULTS)
+	CI=$${CI:-true} OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m fgclip replicate --book $(RESULTS) \
+		--jobs $(BOOK_JOBS) --chapters $(foreach n,$(BOOK_ORDER),$(firstword $(subst _, ,$(notdir $(n)))))
 
 ## Pair every notebook's py:percent file with its committed .ipynb (outputs stripped).
 sync: $(STAMP) $(KERNEL_CONFIG)

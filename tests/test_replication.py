@@ -1,5 +1,6 @@
 """make replicate's comparison: claims matched by text and arms, statuses, the page table."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,3 +51,34 @@ def test_two_different_verdicts_under_one_claim_are_refused(tmp_path):
     (tmp_path / "ch7.json").write_text(json.dumps({"verdicts": [a], "diagnostic": {"verdicts": [b]}}))
     with pytest.raises(ValueError, match="same words.*verdicts\\[0\\].*diagnostic.verdicts\\[0\\]"):
         replication.load_verdicts(tmp_path, "ch7")
+
+
+def test_replicate_reads_the_book_first_and_lists_chapters_in_order(tmp_path, monkeypatch):
+    from fgclip import runner
+
+    up, down = np.ones((3, 10)), np.zeros((3, 10))
+    book, runs = tmp_path / "book", tmp_path / "runs"
+    book.mkdir()
+    ran = []
+
+    def fake_run(chapter, params, runs_dir):  # the replicate at its seed: ch1 reverses, ch0 agrees
+        ran.append((chapter, params["seed"]))
+        out = Path(runs_dir) / chapter
+        out.mkdir(parents=True)
+        rec = _record(f"{chapter} claim", down, up) if chapter == "ch1" else _record(f"{chapter} claim", up, down)
+        (out / "results.json").write_text(json.dumps({"verdicts": [rec]}))
+        return out
+
+    monkeypatch.setattr(runner, "run_chapter", fake_run)
+    (book / "ch1.json").write_text(json.dumps({"verdicts": [_record("ch1 claim", up, down)]}))
+    with pytest.raises(FileNotFoundError, match="ch0.json"):  # before any chapter runs
+        replication.replicate(["ch1", "ch0"], book, runs, seed=7)
+    assert ran == []
+    (book / "ch0.json").write_text(json.dumps({"verdicts": [_record("ch0 claim", up, down)]}))
+    result = replication.replicate(["ch1", "ch0"], book, runs, seed=7, page=tmp_path / "page.md")
+    assert ran == [("ch1", 7), ("ch0", 7)]
+    assert [r["chapter"] for r in result["rows"]] == ["ch0", "ch1"]
+    assert result["counts"] == {"same": 1, "weakened": 0, "reversed": 1, "missing": 0}
+    assert "**1 reversed**" in (tmp_path / "page.md").read_text()
+    with pytest.raises(ValueError, match="jobs"):
+        replication.replicate(["ch0"], book, runs, jobs=0)

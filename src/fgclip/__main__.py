@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--runs-dir", default="runs/replicate")
     rep.add_argument("--page", default="book/replication_last.md", help="the table the book's page includes")
     rep.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
+    rep.add_argument("--jobs", type=int, default=1, help="chapters run side by side (give each one thread)")
     return p
 
 
@@ -105,7 +106,7 @@ def _replicate(a: argparse.Namespace) -> int:
 
     chapters = a.chapters or sorted(p.stem.split("_")[0] for p in (REPO_ROOT / "notebooks").glob("ch*_*.py"))
     result = replicate(chapters, Path(a.book), Path(a.runs_dir), REPLICATE_SEED if a.seed is None else a.seed,
-                       Path(a.page) if a.page else None)
+                       Path(a.page) if a.page else None, a.jobs)
     print(json.dumps(result["counts"]))
     for row in result["rows"]:
         if row["status"] == "reversed":

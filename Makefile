@@ -62,7 +62,7 @@ book: $(STAMP) sync
 ## of them, one torch thread each: on 2 cores this takes about 60% of the time of one process.
 JOBS ?= 2
 test: $(STAMP) sync
-	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile tests
+	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --durations=15 tests
 	OMP_NUM_THREADS=1 TESTING=1 FGCLIP_STATIC_WIDGETS=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
 
 ## Rerun every chapter at a disjoint base seed (fresh toy data and training seeds) and print its

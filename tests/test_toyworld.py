@@ -139,3 +139,29 @@ def test_count_foils_stay_plural_and_in_range():
         for foil in scene.foils:
             if foil.foil_type == "count":
                 assert foil.foil_word in ("two", "three") and len(scene.objects) >= 2
+
+
+def test_cooccur_pairs_always_appear_together_and_default_draws_as_before():
+    pairs = (("circle", "star"), ("square", "ring"))
+    cfg = ToyWorldConfig(cooccur=pairs)
+    scenes = generate(cfg, 60, seed=0)
+    held = [s.labels for s in scenes]
+    for a, b in pairs:
+        assert any(a in h for h in held)  # the pair is drawn at all
+        assert all((a in h) == (b in h) for h in held)  # one member present <=> the other
+    assert all(len(o.category) and o.visible_fraction > 0 for s in scenes for o in s.objects)
+    # default off: the dict (cache keys) and the draws of a world without pairs are unchanged
+    plain = ToyWorldConfig()
+    assert "cooccur" not in plain.to_dict() and cfg.to_dict()["cooccur"] == pairs
+    assert np.array_equal(make_scene(plain, 0, "train", 5).image, make_scene(ToyWorldConfig(cooccur=()), 0, "train", 5).image)
+    assert cfg.partner("star") == "circle" and cfg.partner("heart") is None
+    assert ToyWorldConfig(cooccur=[["circle", "star"]]).cooccur == (("circle", "star"),)  # JSON lists
+    off = generate(plain, 60, seed=0)  # without the option the pair is broken somewhere
+    assert any(("circle" in s.labels) != ("star" in s.labels) for s in off)
+
+
+@pytest.mark.parametrize("pairs", [(("circle", "circle"),), (("circle", "star"), ("star", "ring")),
+                                   (("circle", "no-such-shape"),), (("circle",),)])
+def test_bad_cooccur_is_named(pairs):
+    with pytest.raises(ValueError, match="cooccur"):
+        ToyWorldConfig(cooccur=pairs)

@@ -24,6 +24,10 @@ class ToyWorldConfig:
         (0 = no occlusion).
     clutter: amplitude of the background texture, 0..1.
     distractors: number of gray unnamed marks per image (not annotated, never captioned).
+    cooccur: category pairs that always co-occur (default none): a drawn category that
+        belongs to a pair brings its partner, so every image that holds one member of a pair
+        holds the other (a scene then holds up to 2 x max_objects objects). Pairs are
+        disjoint; an empty ``cooccur`` draws exactly as a world without the option.
     """
 
     image_size: int = 64
@@ -38,8 +42,11 @@ class ToyWorldConfig:
     captions_per_image: int = 5
     categories: tuple[str, ...] = tuple(SHAPES)
     colors: tuple[str, ...] = tuple(COLORS)
+    cooccur: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "cooccur", tuple(tuple(p) for p in self.cooccur))  # JSON lists back to tuples
+        members = [c for p in self.cooccur for c in p]
         checks = {
             "image_size": self.image_size >= 16,
             "min_objects": 1 <= self.min_objects <= self.max_objects,
@@ -51,13 +58,27 @@ class ToyWorldConfig:
             "captions_per_image": self.captions_per_image >= 1,
             "categories": len(self.categories) >= 2 and set(self.categories) <= set(SHAPES),
             "colors": len(self.colors) >= 2 and set(self.colors) <= set(COLORS),
+            "cooccur": all(len(p) == 2 for p in self.cooccur) and len(members) == len(set(members))
+            and set(members) <= set(self.categories),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"ToyWorldConfig: invalid value for {', '.join(bad)}: {self}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The knobs as a dict; ``cooccur`` only when set, so a world without pairs keeps the
+        dict (and every cache key made from it) it had before the option existed."""
+        d = asdict(self)
+        if not self.cooccur:
+            del d["cooccur"]
+        return d
+
+    def partner(self, category: str) -> str | None:
+        """The category that always co-occurs with ``category`` (:attr:`cooccur`), or None."""
+        for a, b in self.cooccur:
+            if category in (a, b):
+                return b if category == a else a
+        return None
 
 
 @dataclass
@@ -151,18 +172,35 @@ def _size_word(radius: float, cfg: ToyWorldConfig) -> str:
 
 
 def render_scene(cfg: ToyWorldConfig, rng: np.random.Generator, image_id: int) -> Scene:
-    """Draw one scene: objects are painted in order, later ones occluding earlier ones."""
+    """Draw one scene: objects are painted in order, later ones occluding earlier ones.
+
+    With ``cfg.cooccur`` a drawn pair member's partner is painted right after it, and a scene
+    where a partner found no place is drawn again from the same stream (until every pair is
+    whole; an error after 100 tries names ``cooccur``)."""
+    if not cfg.cooccur:
+        return _render(cfg, rng, image_id)
+    for _ in range(100):
+        scene = _render(cfg, rng, image_id)
+        if all(cfg.partner(c) is None or cfg.partner(c) in scene.labels for c in scene.labels):
+            return scene
+    raise RuntimeError(f"ToyWorldConfig.cooccur: no scene with every pair whole in 100 draws; cooccur={cfg.cooccur}")
+
+
+def _render(cfg: ToyWorldConfig, rng: np.random.Generator, image_id: int) -> Scene:
+    """One draw of :func:`render_scene`."""
     s = cfg.image_size
     ys, xs = np.mgrid[0:s, 0:s].astype(np.float32) + 0.5
     img = _background(rng, s, cfg.clutter)
     owner = np.full((s, s), -1, dtype=np.int64)  # which object each pixel shows
     n_objects = int(rng.integers(cfg.min_objects, cfg.max_objects + 1))
     drawn: list[tuple[int, str, str, tuple, float, int]] = []
-    for _ in range(n_objects):
+    todo = [None] * n_objects  # None: draw a category; a name: the partner owed by the last draw
+    while todo:
+        wanted = todo.pop(0)
         for _attempt in range(20):
             radius = rng.uniform(*cfg.size_range) * s
             cx, cy = _sample_center(rng, cfg, radius)
-            category = str(rng.choice(cfg.categories))
+            category = str(rng.choice(cfg.categories)) if wanted is None else wanted
             mask = SHAPES[category]((xs - cx) / radius, (ys - cy) / radius)
             if not mask.any():
                 continue
@@ -178,6 +216,8 @@ def render_scene(cfg: ToyWorldConfig, rng: np.random.Generator, image_id: int) -
         img[mask] = np.asarray(COLORS[color], dtype=np.float64) * rng.uniform(0.85, 1.0)
         owner[mask] = len(drawn)
         drawn.append((len(drawn), category, color, (cx, cy), radius, int(mask.sum())))
+        if wanted is None and cfg.partner(category) is not None:
+            todo.insert(0, cfg.partner(category))
     for _ in range(cfg.distractors):
         r = rng.uniform(0.03, 0.06) * s
         cx, cy = rng.uniform(r, s - r, size=2)

@@ -90,6 +90,11 @@ def _starting(rec: dict, prefix: str) -> str:
     return claim
 
 
+def _wrong_image(rec: dict, form: str) -> tuple[str, float]:
+    (v,) = [v for v in rec["verdicts"] if v["claim"] == f"own image ranked above a wrong image, {form}"]
+    return v["verdict"], round(v["difference"], 3)
+
+
 def _paired(rec: dict, t: str) -> list[dict]:
     return [v for v in rec["verdicts"] if v["claim"] == f"{t} foils ranked below their own original"]
 
@@ -114,7 +119,8 @@ def _own_rate_near_one_per_cent(rec: dict) -> bool:
 
 
 CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record must say)
-    (r"three independent test draws", lambda r: len(r["seeds"]) == 3),
+    (r"six independent test draws", lambda r: len(r["seeds"]) == 6),
+    (r"six independent toy-world exports", lambda r: len(r["seeds"]) == 6),
     (r"95% intervals", lambda r: all(v["confidence"] == 0.95 for v in r["verdicts"])),
     (r"chose the last 4 of 4 text layers, that is, all of them",
      lambda r: r["layers"] == "last 4" and r["n_text_layers"] == 4),
@@ -123,8 +129,8 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      lambda r: round(r["per_type_la"]["CLIP4DM"]["relation"], 3) == 0.011
      and _verdict_vs(r, "LA on relation foils", "random content word") == "B better"),
     (r"within-caption AUC there is above one half", lambda r: r["per_type_auc"]["CLIP4DM"]["relation"] > 0.5),
-    (r"a shape word in 0\.615 of captions",
-     lambda r: round(r["argmin_roles_by_type"]["relation"]["shape"], 3) == 0.615),
+    (r"a shape word in 0\.608 of captions",
+     lambda r: round(r["argmin_roles_by_type"]["relation"]["shape"], 3) == 0.608),
     (r"and the relation word in 0\.011",
      lambda r: round(r["argmin_roles_by_type"]["relation"]["relation/position"], 3) == 0.011),
     (r"the most-negative rule hardly ever finds a relation error",
@@ -157,21 +163,20 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"that holds although the negative control shows a prior for the shape slot",
      lambda r: _slot(r, "shape") == "A better"
      and _verdict(r, "CLIP4DM on the shape slot of original captions") == "A better"),
-    (r"on F_min, the run cannot tell how often CLIPScore and F-CLIPScore rank the own image higher",
-     lambda r: _verdict(r, "own image ranked above a wrong image, F_min (most-negative form, no ε)") == "cannot tell"),
-    (r"there the run cannot tell them apart either",
-     lambda r: _verdict(r, _starting(r, "own image ranked above a wrong image, threshold form")) == "cannot tell"),
-    (r"neither form is shown to rank the own image higher more often, or less often, than CLIPScore does",
+    (r"Yet on F_min CLIPScore ranks the own image higher more often than F-CLIPScore does \(-0\.057\)",
+     lambda r: _wrong_image(r, "F_min (most-negative form, no ε)") == ("B better", -0.057)),
+    (r"there too CLIPScore is better \(-0\.046\)",
+     lambda r: _wrong_image(r, "threshold form (ε chosen on validation)") == ("B better", -0.046)),
+    (r"both forms rank a caption's own image above a wrong one less often than CLIPScore does",
      lambda r: {v["verdict"] for v in r["verdicts"] if v["claim"].startswith("own image ranked above a wrong image")}
-     == {"cannot tell"}),
+     == {"B better"}),
     (r"on paired accuracy no foil type favours F-CLIPScore over CLIPScore",
      lambda r: len(_paired(r, "shape")) == 2 and not any(v["verdict"] == "A better" for v in r["verdicts"]
                                                          if v["claim"].endswith("ranked below their own original"))),
-    (r"on colour foils CLIPScore is better against both official forms \(-0\.050 and -0\.050; against the "
-     r"most-negative form the interval's near end lies inside the rank margin\)",
+    (r"on colour foils CLIPScore is better against the most-negative form \(-0\.042; the threshold form's "
+     r"interval, -0\.032, reaches zero\)",
      lambda r: [(v["verdict"], round(v["difference"], 3)) for v in _paired(r, "color")]
-     == [("B better", -0.050), ("B better", -0.050)]
-     and [abs(v["ci_high"]) < v["margin"] for v in _paired(r, "color")] == [True, False]),
+     == [("B better", -0.042), ("cannot tell", -0.032)] and _paired(r, "color")[1]["ci_high"] >= 0),
     (r"the reverse of the pooled AP, where both official forms come out above CLIPScore",
      lambda r: [v["verdict"] for v in r["verdicts"] if v["claim"].startswith("pooled AP") and "additive" not in
                 v["arms"][0]] == ["A better", "A better"]),
@@ -181,8 +186,8 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      r"clears it too",
      lambda r: _beyond_vs(r, "LA on shape foils", "informed floor", "A better")
      and _replication_says("| ch2 | LA on shape foils | CLIP4DM vs informed floor |", "CLIP4DM better | CLIP4DM better")),
-    (r"flag nearly the same words \(0\.485 and 0\.497 of the foil captions' words\)",
-     lambda r: [round(x, 3) for x in r["flagged_share"]["foil captions"].values()] == [0.485, 0.497]),
+    (r"flag nearly the same words \(0\.486 and 0\.499 of the foil captions' words\)",
+     lambda r: [round(x, 3) for x in r["flagged_share"]["foil captions"].values()] == [0.486, 0.499]),
     (r"under-powered at this size: their intervals are wider than the power target, while those against the "
      r"informed floor and the slot comparison meet it", _under_powered),
     (r"as against leave-one-word-out on shape foils, the side stands",
@@ -288,18 +293,18 @@ def test_the_checks_fail_on_a_record_that_disagrees():
             v["ci_low"], v["ci_high"] = -0.2, -0.05
         if v["claim"] == "LA on shape foils" and v["arms"][1] == "informed floor":  # cleared, by less than the margin
             v["ci_low"] = 0.01
-        if v["claim"].startswith("own image ranked above a wrong image, F_min"):  # CLIPScore ahead after all
-            v["verdict"] = "B better"
+        if v["claim"].startswith("own image ranked above a wrong image, F_min"):  # no side after all
+            v["verdict"] = "cannot tell"
     failed = {p for p, check in CLAIMS if not check(rec)}
-    assert {r"the run chose all 4 of 4", r"a shape word in 0\.615 of captions",
+    assert {r"the run chose all 4 of 4", r"a shape word in 0\.608 of captions",
             r"raises the share of words below ε to more than four times the rate on the caption's own image, again "
             r"beyond the flag-rate margin at the interval's near end",
             r"on colour and on shape foils the run cannot tell",
             r"a wrong image lowers the captions' minimum attribution by more than the declared margin, even at the "
             r"interval's near end",
             r"On shape foils the rule is above the informed floor by more than the margin at the low end",
-            r"on F_min, the run cannot tell how often CLIPScore and F-CLIPScore rank the own image higher",
-            r"neither form is shown to rank the own image higher more often, or less often, than CLIPScore does"} <= failed
+            r"Yet on F_min CLIPScore ranks the own image higher more often than F-CLIPScore does \(-0\.057\)",
+            r"both forms rank a caption's own image above a wrong one less often than CLIPScore does"} <= failed
     for v in rec["verdicts"]:
         if v["claim"] == "count foils ranked below their own original":  # F-CLIPScore ahead on one type
             v["verdict"] = "A better"
@@ -308,4 +313,4 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     lo["met"] = True  # one of the under-powered comparisons powered after all
     rec["paper_eps_scale"]["word F1"]["FOIL"] = 0.5
     assert not _under_powered(rec) and not _claim("the paper's two ε are under one per cent")(rec)
-    assert "0.615" not in _numbers(rec)
+    assert "0.608" not in _numbers(rec)

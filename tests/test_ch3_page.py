@@ -64,18 +64,51 @@ def test_global_slot_sentence_drops_the_arm_only_when_no_ap_changes():
 
 def test_forgetting_sentence_follows_the_verdicts():
     sel = Selection("supervised only", 3e-3, 1, 0.5, {3e-3: [[0.5]]}, (0, 1), 6)
-    text = page.forgetting_sentence(_verdict(CANNOT_TELL), _verdict(CANNOT_TELL), _verdict(A_BETTER), sel)
+    same = _verdict(EQUIVALENT, page.GAIN_ARMS)
+    text = page.forgetting_sentence(_verdict(CANNOT_TELL), _verdict(CANNOT_TELL), _verdict(A_BETTER),
+                                    _verdict(A_BETTER), same, sel)
     assert text.startswith("Forgetting was not shown here") and "1 of 6 epochs" in text and "lr 0.003" in text
     assert "not distinguishable at this size from CLIP's own embedding" in text and "above the head's" in text
-    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(A_BETTER), _verdict(EQUIVALENT), sel)
+    assert "gained alike" in text and "+0.000 [-0.100, +0.100]" in text and "within ±0.02" in text
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(A_BETTER), _verdict(EQUIVALENT),
+                                    _verdict(A_BETTER), same, sel)
     assert text.startswith("Forgetting was shown here") and "fell below CLIP's own embedding" in text
     assert "the head's own start" not in text.split("fell below")[1]
     # below CLIP on the base categories too, above its own start: a weaker embedding, not forgetting
-    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(A_BETTER), sel)
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(A_BETTER), _verdict(A_BETTER),
+                                    _verdict(A_BETTER, page.GAIN_ARMS), sel)
     assert text.startswith("Forgetting was not shown here") and "weaker embedding" in text
-    assert "below it on the base ones" in text
-    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(B_BETTER), sel)
+    assert "below it on the base ones" in text and "learned the labels it was taught more" in text
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(A_BETTER), _verdict(A_BETTER),
+                                    _verdict(CANNOT_TELL, page.GAIN_ARMS), sel)
+    assert "cannot be told at this size" in text and "gained alike" not in text
+    text = page.forgetting_sentence(_verdict(B_BETTER), _verdict(B_BETTER), _verdict(B_BETTER), _verdict(A_BETTER),
+                                    same, sel)
     assert text.startswith("Forgetting was shown here") and "fell below the head's own start" in text
+
+
+def test_gain_verdict_pairs_the_base_and_novel_gains_of_each_fold_and_seed():
+    folds, cats, seeds = [["a", "b"], ["c", "d"], ["e", "f"]], list("abcdef"), [0, 1]
+    # the untrained start scores 0.2 everywhere; training adds 0.3 to the fold's base categories
+    # and `novel_gain` to its novel ones (category "f" has no relevant image: NaN, skipped)
+    def rows(novel_gain):
+        out = []
+        for f, fold in enumerate(folds):
+            for s in seeds:
+                for c in cats:
+                    role = "novel" if c in fold else "base"
+                    ap = float("nan") if c == "f" else 0.2
+                    out += [{"arm": ff.UNTRAINED, "fold": f, "seed": s, "category": c, "role": role, "AP": ap},
+                            {"arm": ff.SUPERVISED, "fold": f, "seed": s, "category": c, "role": role,
+                             "AP": ap + (novel_gain + 0.001 * s if role == "novel" else 0.3)}]
+        return pd.DataFrame(out)
+    v = page.gain_verdict(rows(0.3), ff.SUPERVISED, ff.UNTRAINED, folds, seeds, "AP", 0.02, 0)
+    assert v.arms == page.GAIN_ARMS and v.n_units == 3 and v.verdict == EQUIVALENT
+    assert v.difference == pytest.approx(-0.0005) and v.mean_a == pytest.approx(0.3)
+    v = page.gain_verdict(rows(0.1), ff.SUPERVISED, ff.UNTRAINED, folds, seeds, "AP", 0.02, 0)
+    assert v.verdict == A_BETTER and v.difference == pytest.approx(0.1995)
+    with pytest.raises(ValueError, match="no rows for arm"):
+        page.gain_verdict(rows(0.3), ff.SUPERVISED, "nobody", folds, seeds, "AP", 0.02, 0)
 
 
 def test_underpowered_sentence_names_the_failing_verdicts_and_the_cost():
@@ -133,3 +166,33 @@ def test_findings_take_the_global_slot_sentence_as_made():
     fals = type("F", (), {"conclusion": "the test cannot decide here"})()
     out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99.", "underpowered": "U."})
     assert out["global-slot"] == "Share 0.99." and out["underpowered"] == "U." and out["seeds"] == "2 folds x seeds [0, 1]"
+    assert out["specific"] == cv.specific.brief() and out["paper-global"] == cv.by_arms(ff.PAPER, ff.GLOBAL).brief()
+    one = page.chapter_verdicts(rows[rows["fold"] == 0], folds[:1], cats, seeds, ["AP"], "AP", 0.02, 0)
+    out = page.findings(one, fals, power, sel, 0.02, folds[:1], seeds, {})
+    assert out["specific"].startswith("not tested (one fixed split")
+
+
+def test_schedule_caveat_names_the_flagged_arms_of_the_falsification():
+    def sel(arm, lr, epochs, converged=True, edge=""):
+        return Selection(arm, lr, epochs, 0.5, {1e-3: [[0.5]], 3e-3: [[0.5]], 1e-2: [[0.5]]}, (0, 1), 6,
+                         converged=converged, lr_edge=edge)
+    ok = {"a": sel("a", 3e-3, 2), "b": sel("b", 3e-3, 3)}
+    assert page.schedule_caveat(ok, ["a", "b"], "the test") == "No arm the test reads chose a schedule the selection flags."
+    mixed = {**ok, "c": sel("c", 1e-3, 6, converged=False, edge="smallest")}
+    text = page.schedule_caveat(mixed, ["a", "c"], "the test")
+    assert text.startswith("Of the arms the test reads, 1 of 2 chose") and "c (best within the budget's last 1" in text
+    assert "lr at the grid's smallest end" in text and "a (" not in text and "budget of 6 epochs" in text
+    with pytest.raises(ValueError, match="'d'"):
+        page.schedule_caveat(mixed, ["a", "d"], "the test")
+
+
+def test_one_fixed_split_has_no_gain_verdict_and_says_so():
+    rng = np.random.default_rng(2)
+    folds, cats, seeds = [["a", "b"]], ["a", "b", "c", "d"], [0, 1]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED]
+    rows = pd.DataFrame([{"arm": a, "fold": 0, "seed": s, "category": c, "role": "novel" if c in folds[0] else "base",
+                          "AP": rng.uniform()} for a in arms for s in seeds for c in cats])
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+    assert cv.specific is None and None not in cv.all and len(cv.central) == 5
+    sel = Selection("supervised only", 3e-3, 1, 0.5, {3e-3: [[0.5]]}, (0, 1), 6)
+    assert "too few units to pair" in page.forgetting_sentence(*cv.forgetting, sel)

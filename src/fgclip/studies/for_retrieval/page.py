@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...train.selection import Selection
-from ...verdicts import A_BETTER, B_BETTER, EQUIVALENT, Verdict
+from ...verdicts import A_BETTER, B_BETTER, EQUIVALENT, Verdict, compare
 from .folds import (CLUSTER, FIXED_TAU, FOR, GLOBAL, GLOBAL_SLOT, NAMES_REMOVED, ORACLE, PAPER, PLANTED, SCALED_TAU,
                     SHUFFLED, SUPERVISED, UNTRAINED)
 from .protocol import converged_sentence, fold_verdict, power_sentence
@@ -27,6 +27,8 @@ PAIRS = [(CLUSTER, GLOBAL, "clustering vs the global embedding"), (FOR, UNTRAINE
          (GLOBAL_SLOT, FOR, "adding CLIP's global embedding as one more slot"),
          (GLOBAL_SLOT, GLOBAL, "FOR + global slot vs global"), (FIXED_TAU, FOR, "paper's fixed τ vs held-out τ"),
          (PAPER, FOR, "the paper's head (frozen pooling) vs FOR with a trainable W_c"),
+         (PAPER, CLUSTER, "the paper's head (frozen pooling) vs Cluster-CLIP"),
+         (PAPER, GLOBAL, "the paper's head (frozen pooling) vs CLIP global"),
          (SCALED_TAU, FOR, "vocabulary-scaled τ vs held-out τ"), (ORACLE, FOR, "oracle: wrong pseudo-labels removed"),
          (NAMES_REMOVED, FOR, "novel names removed from the teacher vocabulary")]
 
@@ -37,6 +39,9 @@ class ChapterVerdicts:
     forget: Verdict  # supervised only vs CLIP global, novel
     forget_base: Verdict  # the same on the base categories
     forget_start: Verdict  # supervised only vs the untrained head, novel
+    forget_start_base: Verdict  # the same on the base categories
+    specific: Verdict | None  # supervised only's gain over its start, base against novel, paired per (fold, seed);
+    # None with one fixed split (one head per seed: too few units to pair)
     repair: Verdict  # FOR vs supervised only: the falsification's test
     others: list[Verdict]
     positive: Verdict  # planted teacher vs supervised only
@@ -45,7 +50,13 @@ class ChapterVerdicts:
 
     @property
     def central(self) -> list[Verdict]:
-        return [self.forget, self.forget_base, self.forget_start, self.repair]
+        return [v for v in (self.forget, self.forget_base, self.forget_start, self.forget_start_base, self.specific,
+                            self.repair) if v is not None]
+
+    @property
+    def forgetting(self) -> tuple[Verdict, ...]:
+        """The verdicts :func:`forgetting_sentence` reads, in its order."""
+        return self.forget, self.forget_base, self.forget_start, self.forget_start_base, self.specific
 
     @property
     def all(self) -> list[Verdict]:
@@ -71,10 +82,36 @@ def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categor
         forget=v(SUPERVISED, GLOBAL, "forgetting: supervised-only training vs CLIP's own embedding"),
         forget_base=v(SUPERVISED, GLOBAL, "supervised-only training vs CLIP's own embedding", role="base"),
         forget_start=v(SUPERVISED, UNTRAINED, "forgetting: supervised-only training vs the head's own start"),
+        forget_start_base=v(SUPERVISED, UNTRAINED, "supervised-only training vs the head's own start", role="base"),
+        specific=gain_verdict(rows, SUPERVISED, UNTRAINED, folds, seeds, primary, margin, seed) if len(folds) > 1 else None,
         repair=v(FOR, SUPERVISED, "pseudo-label loss on top of supervision"),
         others=[v(*p) for p in PAIRS if p[0] in present and p[1] in present],
         positive=v(PLANTED, SUPERVISED, "planted teacher with correct labels vs supervision alone"),
         negative=v(SHUFFLED, SUPERVISED, "shuffled correct labels vs supervision alone"), primary=primary)
+
+
+GAIN_ARMS = ("gain on the base categories", "gain on the novel categories")
+
+
+def gain_verdict(rows: pd.DataFrame, arm: str, start: str, folds: Sequence[Sequence[str]], seeds: Sequence[int],
+                 metric: str, margin: float, seed: int) -> Verdict:
+    """Did training teach ``arm`` its labels more than the categories it never saw? Per (fold, seed)
+    the mean gain over its start, ``arm`` minus ``start`` in ``metric``, over the fold's base
+    categories (A) against the same over its novel ones (B), paired per (fold, seed): each fold is
+    one trained head, so the folds are the units. 'A better': the base categories gained more;
+    'equivalent': both gained alike within the margin, so what training learned is not specific
+    to the labels it saw."""
+    key = ["fold", "seed", "category"]
+    runs = {a: rows[rows["arm"] == a].set_index(key) for a in (arm, start)}
+    for a, r in runs.items():
+        if r.empty:
+            raise ValueError(f"no rows for arm {a!r}")
+    gain = (runs[arm][metric] - runs[start][metric]).to_frame("gain").join(runs[arm]["role"])
+    by = gain.groupby(["role", "seed", "fold"])["gain"].mean()  # categories without a relevant image (NaN) skipped
+    m = [by.loc[role].unstack("fold").reindex(index=list(seeds), columns=range(len(folds))).to_numpy(np.float64)
+         for role in ("base", "novel")]
+    return compare(*m, claim=f"{arm}: gain over {start}, base vs novel categories ({metric})", arms=GAIN_ARMS,
+                   unit="(fold, seed) mean gains", margin=margin, seed=seed)
 
 
 SLOT_FIELDS = ("share", "learned_wins", "pairs", "queries", "queries_reordered", "queries_ap_changed",
@@ -110,29 +147,68 @@ def global_slot_sentence(shares: Sequence[dict]) -> tuple[str, bool]:
                    "rankings, so its verdicts say little about FOR's slots on their own."), False
 
 
-def forgetting_sentence(forget: Verdict, forget_base: Verdict, forget_start: Verdict, supervised: Selection) -> str:
-    """Whether supervised-only training forgot the novel categories here, from the three verdicts,
-    with the schedule it chose on validation. Below the head's own start on the novel categories
-    is forgetting; below CLIP's own embedding is forgetting only where the base categories, whose
-    labels it trains on, are not below it too (otherwise it is a weaker embedding throughout)."""
+def _learned_sentence(specific: Verdict | None, d) -> str:
+    """What training taught the head, from the gain verdict (``d`` formats a difference and its interval)."""
+    if specific is None:
+        return (" With one fixed split there is one head per seed, too few units to pair the base categories' gain "
+                "with the novel ones'.")
+    return {A_BETTER: f" The base categories gained more from training than the novel ones ({d(specific)}): it "
+                      f"learned the labels it was taught more than the categories it never saw.",
+            EQUIVALENT: f" The base and the novel categories gained alike from training ({d(specific)}, within "
+                        f"±{specific.margin:g}): what it learned is not specific to the labels it was taught.",
+            B_BETTER: f" The novel categories gained more from training than the base ones ({d(specific)}): nothing "
+                      f"it learned favours the labels it was taught."}.get(
+        specific.verdict, f" Whether the base categories gained more than the novel ones cannot be told at this size "
+                          f"({d(specific)}).")
+
+
+def forgetting_sentence(forget: Verdict, forget_base: Verdict, forget_start: Verdict, forget_start_base: Verdict,
+                        specific: Verdict | None, supervised: Selection) -> str:
+    """Whether supervised-only training forgot the novel categories here, from the four verdicts
+    (trained supervised-only minus CLIP's own embedding and minus the head's own untrained start,
+    each on the novel and on the base categories), with the schedule it chose on validation.
+    Below its own start on the novel categories is forgetting; below CLIP's own embedding is
+    forgetting only where the base categories, whose labels it trains on, are not below it too
+    (otherwise it is a weaker embedding throughout). ``specific`` (:func:`gain_verdict`) says what
+    training learned: the labels it was taught only where the base categories gained more (None:
+    one fixed split, not tested)."""
     below = lambda v: v.verdict == B_BETTER  # noqa: E731  (supervised only, arm A, worse than the reference)
     sched = f"(lr {supervised.lr:g} and {supervised.epochs} of {supervised.budget} epochs, chosen on validation)"
     how = lambda v: {A_BETTER: "above", B_BETTER: "below", EQUIVALENT: "equivalent to"}.get(  # noqa: E731
         v.verdict, "not distinguishable at this size from")
-    detail = (f"supervised-only training {sched} came out {how(forget)} CLIP's own embedding on the novel "
-              f"categories and {how(forget_base)} it on the base ones, and {how(forget_start)} the head's own "
-              f"start on the novel categories")
+    d = lambda v: f"{v.difference:+.3f} [{v.ci_low:+.3f}, {v.ci_high:+.3f}]"  # noqa: E731
+    detail = (f"supervised-only training {sched} came out {how(forget_start)} the head's own untrained start on the "
+              f"novel categories ({d(forget_start)}) and {how(forget_start_base)} it on the base ones, whose labels "
+              f"it trains on ({d(forget_start_base)}), and {how(forget)} CLIP's own embedding on the novel categories "
+              f"({d(forget)}) and {how(forget_base)} it on the base ones ({d(forget_base)})")
     refs = [r for r, shown in (("CLIP's own embedding", below(forget) and not below(forget_base)),
                                ("the head's own start", below(forget_start))) if shown]
     if refs:
         return (f"Forgetting was shown here: {detail}; it fell below {' and '.join(refs)}, so the falsification "
                 f"asks whether the pseudo-labels are what stops it.")
+    learned = _learned_sentence(specific, d)
     weaker = (" Being below CLIP's embedding on the base categories too, and not below its own start, the head "
               "is a weaker embedding than CLIP's throughout, which is not forgetting of the novel categories."
               if below(forget) else "")
-    return (f"Forgetting was not shown here: {detail}.{weaker} With nothing forgotten to repair, the falsification "
-            f"can only ask whether the pseudo-label loss adds anything on top of supervision on the novel "
-            f"categories, not whether it stops forgetting.")
+    return (f"Forgetting was not shown here: {detail}.{learned}{weaker} With nothing forgotten to repair, the "
+            f"falsification can only ask whether the pseudo-label loss adds anything on top of supervision on the "
+            f"novel categories, not whether it stops forgetting.")
+
+
+def schedule_caveat(schedules: dict[str, Selection], arms: Sequence[str], what: str) -> str:
+    """Which of ``arms`` (those ``what`` reads) chose a schedule the selection flags (best epoch
+    within the budget's last P, or a lr at an end of the grid), so that ``what`` holds at this
+    grid and budget, not necessarily at each arm's best schedule; a sentence saying so when none did."""
+    missing = [a for a in arms if a not in schedules]
+    if missing:
+        raise ValueError(f"no schedule for the arm(s) {missing}")
+    flagged = [f"{a}{schedules[a].caveat()}" for a in arms if schedules[a].caveat()]
+    if not flagged:
+        return f"No arm {what} reads chose a schedule the selection flags."
+    budget = schedules[arms[0]].budget
+    return (f"Of the arms {what} reads, {len(flagged)} of {len(arms)} chose a schedule the selection flags: "
+            f"{'; '.join(flagged)}. So {what} holds for this grid of learning rates and this budget of {budget} "
+            f"epochs, not necessarily at each arm's best schedule.")
 
 
 def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence[Sequence[str]],
@@ -170,8 +246,10 @@ def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[st
     texts = dict(texts)
     lead = {"data": texts.pop("data")} if "data" in texts else {}  # the box opens with what the data are
     return {**lead, "forget": cv.forget.brief(), "forget-base": cv.forget_base.brief(), "forget-start": cv.forget_start.brief(),
+            "forget-start-base": cv.forget_start_base.brief(), "specific": cv.specific.brief() if cv.specific else "not tested (one fixed split: one head per seed)",
             "for-cluster": brief(FOR, CLUSTER), "for-global": brief(FOR, GLOBAL), "repair": cv.repair.brief(),
             "planted": cv.positive.brief(), "shuffled": cv.negative.brief(), "falsification": falsification.conclusion,
-            "paper-head": brief(PAPER, FOR), "names-removed": brief(NAMES_REMOVED, FOR), "oracle": brief(ORACLE, FOR),
+            "paper-head": brief(PAPER, FOR), "paper-cluster": brief(PAPER, CLUSTER), "paper-global": brief(PAPER, GLOBAL),
+            "names-removed": brief(NAMES_REMOVED, FOR), "oracle": brief(ORACLE, FOR),
             "scaled-tau": brief(SCALED_TAU, FOR), "margin": f"±{margin:g} AP", "seeds": f"{len(folds)} folds x seeds "
             f"{list(seeds)}", "power": power_sentence(power), "converged": converged_sentence(schedules), **texts}

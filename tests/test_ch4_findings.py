@@ -1,5 +1,5 @@
 """Chapter 4's findings: every clause follows the record it is made from, including a sign
-flip across proportions, opposite signs between planted worlds, and the gradient reading."""
+flip across proportions, the planted control fired or not, and the gradient reading."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -32,8 +32,17 @@ def _check(best: int) -> dict:
             "converged": best <= 8, "mean curve": [0.5] * 12, "rerun deviation": 0.0}
 
 
-def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unknown_up=0.34, converged=False,
-              check=None, a_a=None):
+def _planted(shift: float, best: int = 8):
+    """A planted-control run: softmax minus sigmoid+affine ``shift``; the sigmoid checked, best at ``best``."""
+    from types import SimpleNamespace
+    sel = Selection("s", 0.01, 8, 0.8, {0.01: [[0.5] * 8] * 2}, (0, 1), 12, True)
+    check = {**_check(best), "arm": darms.FULL_AFFINE.name, "budget": 12, "horizon": 16, "converged": best <= 8}
+    return SimpleNamespace(verdict=_v(shift), selections={darms.FULL: sel, darms.FULL_AFFINE: sel},
+                           checks={darms.FULL: None, darms.FULL_AFFINE: check})
+
+
+def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shift=-0.07, unknown_up=0.34, converged=False,
+              check=None, a_a=None, planted_best=8):
     rhos = (0.1, 0.5, 0.9)
     test_v = {(darms.FULL_AFFINE, r): _v(s, i) for i, (r, s) in enumerate(zip(rhos, affine_shifts))}
     sel = Selection("full", 0.01, 8 if not converged else 3, 0.8, {0.01: [[0.5 + 0.01 * e for e in range(8)]] * 2},
@@ -44,7 +53,7 @@ def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unkn
                           "val first epoch": 0.5, "val chosen epoch": 0.57, "check": check}}
     a_a = _v(0.0) if a_a is None else a_a
     fals = verdicts.falsify(test_v[darms.FULL_AFFINE, 0.5], _v(-0.1), a_a, verdicts.B_BETTER)
-    planted = {"single": _v(planted_shifts[0]), "independent": _v(planted_shifts[1])}
+    planted = _planted(planted_shift, planted_best)
     return dfind.chapter_findings([_v(0.0)] * 6, _v(0.2), _grads(unknown_up), test_v, fals, a_a,
                                   verdicts.power_check(_v(0.1), 0.02), {darms.FULL: sel}, "data", planted, zs,
                                   {} if check is None else {darms.FULL: check})
@@ -53,9 +62,14 @@ def _findings(affine_shifts=(-0.1, 0.1, 0.1), planted_shifts=(0.07, -0.07), unkn
 def test_each_clause_follows_its_record():
     f = _findings()
     assert f["same-across-proportions"].startswith("not the same") and "changes sign" in f["same-across-proportions"]
-    assert "opposite signs, both decided" in f["planted-signs"] and "+0.070" in f["planted-signs"]
-    half = _findings(planted_shifts=(0.005, -0.07))["planted-signs"]  # the one-category world undecided
-    assert "only the two-category world's verdict is decided" in half and "not established" in half
+    p = f["planted"]
+    assert "-0.070" in p and "as predicted, the softmax lost: the control fired" in p
+    assert "full, sigmoid+affine lr 0.01, 8 of 12 epochs, converged (trained on to epoch 16: best at 8)" in p
+    assert "on the planted world" not in f["falsification"]  # its sigmoid converged
+    late = _findings(planted_best=16)
+    assert "full, sigmoid+affine on the planted world was still improving (trained on to epoch 16" in late["falsification"]
+    quiet = _findings(planted_shift=0.07)["planted"]  # the softmax better where it was predicted to lose
+    assert "+0.070" in quiet and "predicted: b better; it did not fire (a better)" in quiet and "fired:" not in quiet
     g = f["unknown-gradients"]
     assert "34% of them pushed up and 66% down" in g and "54% of the known negatives" in g
     assert "97% of their gradient remains" in g and "exactly 0" in g and "m = 0.05" in g
@@ -90,9 +104,9 @@ def test_a_a_clause_states_the_spread_and_the_four_seed_half_width():
 
 @pytest.mark.parametrize("flip", [False, True])
 def test_clauses_change_with_the_record(flip):
-    f = _findings(affine_shifts=(0.1, 0.1, 0.1), planted_shifts=(0.07, 0.07), unknown_up=0.0, converged=True)
+    f = _findings(affine_shifts=(0.1, 0.1, 0.1), planted_shift=0.005, unknown_up=0.0, converged=True)
     assert f["same-across-proportions"].startswith("the same") and "changes sign" not in f["same-across-proportions"]
-    assert "the same sign" in f["planted-signs"]
+    assert "it did not fire" in f["planted"]
     assert "all of them pushed down" in f["unknown-gradients"]
     assert "before the budget's end" in f["full-zero-shot-diagnosis"] and f["not-converged"] == "none"
     if flip:  # one proportion's difference flips sign: the clause must say so

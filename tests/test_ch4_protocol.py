@@ -1,5 +1,5 @@
 """Chapter 4's protocol: gradients reaching unknown entries, calibration controls that
-learn, ranking by the paper's p, early stopping, planted worlds and the logistic baseline."""
+learn, ranking by the paper's p, early stopping and the logistic baseline."""
 import numpy as np
 import pytest
 import torch
@@ -7,7 +7,7 @@ import torch
 from fgclip.methods.decoupling import MultiLabelCLIPHead, score_log_probabilities
 from fgclip.metrics.multilabel import known_map
 from fgclip.studies.decoupling.arms import logistic_scores
-from fgclip.studies.decoupling.controls import FreeText, planted_world, score_gradients
+from fgclip.studies.decoupling.controls import FreeText, score_gradients
 from fgclip.studies.decoupling.data import known_positive_table, split_validation
 from fgclip.studies.decoupling.heads import FitConfig, fit, fit_early_stopping, predict
 from fgclip.studies.decoupling.sweep import choose
@@ -112,21 +112,6 @@ def test_known_map_skips_categories_without_a_known_positive():
     assert known_map(scores, targets) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="no category"):
         known_map(scores, np.array([[0, -1], [0, 0], [0, -1]]))
-
-
-def test_planted_worlds():
-    x, y = planted_world("paired", 400, seed=0)
-    assert x.shape == (400, 32) and y.shape == (400, 16)
-    np.testing.assert_array_equal(y[:, 0::2], y[:, 1::2])  # fixed pairs always co-occur
-    assert set(y.sum(1)) == {2, 8}  # one or four pairs: crowded and sparse images
-    _, y_ind = planted_world("independent", 400, seed=0)
-    assert set(y_ind.sum(1)) == {2}
-    _, y_one = planted_world("single", 400, seed=0)
-    assert set(y_one.sum(1)) == {1}
-    x_null, y_null = planted_world("null", 400, seed=0)
-    assert y_null.sum(1).min() >= 1 and abs(np.corrcoef(x_null[:, 0], y_null[:, 0])[0, 1]) < 0.2
-    with pytest.raises(ValueError, match="kind"):
-        planted_world("triples", 10)
 
 
 def test_split_table_choose_and_logistic():

@@ -6,11 +6,14 @@
   longer run from the start (the convergence check's continuation);
 - :func:`~fgclip.studies.decoupling.sweep.select_and_evaluate` chooses on validation curves only
   and reads the grid's own runs at the chosen epoch;
-- the falsification's controls fail on purpose: the planted effect removed (positive control),
+- the falsification's controls fail on purpose: the plant removed from the planted control's
+  features (positive control),
   a real difference planted into the A/A comparison (negative control);
 - the power check is a record, never an assertion.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,16 +124,53 @@ def test_negative_control_fails_when_an_effect_is_planted_into_the_a_a_compariso
     assert not failed.negative_passed and failed.conclusion == verdicts.CANNOT_DECIDE
 
 
-def test_positive_control_fails_when_the_planted_effect_is_removed():
-    """On the paired world the softmax must lose; on the world with nothing to learn it cannot."""
-    grid = SelectionGrid(lrs=(0.01, 0.03, 0.1), seeds=(0, 1), epochs=4)
-    cfg = FitConfig(batch_size=128)
-    out, sels = dctl.planted_verdicts(("paired", "null"), [0, 1, 2], 0.07, cfg, grid, 0, 0.02, noise=0.6)
-    assert len(sels) == 4 and all(s.budget == 4 for s in sels)
-    assert out["paired"].verdict == verdicts.B_BETTER  # the planted effect fires
-    assert out["null"].verdict != verdicts.B_BETTER  # removed: the positive control would fail
-    assert out["paired"].cluster_unit == dctl.CLUSTER_UNIT and out["paired"].margin == 0.02
-    assert not verdicts.falsify(out["paired"], out["null"], out["null"], verdicts.B_BETTER).positive_passed
+def _null_planted_data(n: int = 160, seed: int = 0):
+    """A DetectionData-like world for :func:`~fgclip.studies.decoupling.planted.planted_control`:
+    categories in pairs (2k, 2k+1) that always co-occur, and features that carry nothing of them."""
+    from types import SimpleNamespace
+
+    from fgclip.studies.decoupling.planted import PlantedWorld
+    rng = np.random.default_rng(seed)
+    pairs = rng.random((2 * n, C // 2)) < 0.35
+    pairs[np.arange(2 * n), rng.integers(C // 2, size=2 * n)] = True  # at least one pair per image
+    y = np.repeat(pairs, 2, axis=1).astype(np.int64)  # (2n, C): both members or neither
+    pooled = torch.randn(2 * n, D, generator=torch.Generator().manual_seed(seed)) * 0.5
+    dense = pooled[:, :, None, None].expand(2 * n, D, H, H).contiguous()
+    feats = {"train": Features(dense[:n], pooled[:n]), "test": Features(dense[n:], pooled[n:])}
+    data = SimpleNamespace(labels={"train": y[:n], "test": y[n:]}, class_names=[f"c{k}" for k in range(C)],
+                           root=Path("toy-null"))
+    return PlantedWorld(data, feats, tuple((f"c{2 * k}", f"c{2 * k + 1}") for k in range(C // 2)))
+
+
+def test_planted_control_runs_the_protocol_and_fails_when_the_plant_is_removed():
+    """The planted control through the chapter's protocol (grid, stacked runs, every seed at the
+    chosen lr and epochs, the verdict of arms[0] - arms[1]); on features that carry no label
+    information nothing can fire, so the falsification it feeds cannot decide."""
+    from fgclip.studies.decoupling import planted as dplant
+    grid = SelectionGrid(lrs=(0.01, 0.03, 0.1), seeds=(0, 1), epochs=2)
+    cfg = FitConfig(batch_size=64)
+    world = _null_planted_data()
+    asked = []
+    run = dplant.planted_control(lambda names: asked.append(names) or _make, world, cfg, grid, 0.5, [0, 1, 2], 0.25,
+                                 0, 0.02, check_epochs=1)
+    assert asked == [world.data.class_names]  # the heads are built for the world's own categories
+    assert set(run.ap) == {darms.FULL, darms.FULL_AFFINE} and all(a.shape == (3, C) for a in run.ap.values())
+    assert all(s.budget == 2 for s in run.selections.values()) and run.sizes == {"fit": 120, "validation": 40,
+                                                                                   "test": 160}
+    assert run.verdict.n_seeds == 3 and run.verdict.margin == 0.02 and run.verdict.arms == ("softmax (paper)",
+                                                                                         "sigmoid+affine")
+    assert run.verdict.verdict != verdicts.B_BETTER  # removed: the positive control does not fire
+    quiet = verdicts.falsify(run.verdict, run.verdict, dcmp.a_a_verdict({(darms.FULL, 0.5, "p"): np.full((4, C), 0.5)},
+                                                                        0.5, 0, 0.02), verdicts.B_BETTER)
+    assert not quiet.positive_passed and quiet.conclusion == verdicts.CANNOT_DECIDE
+    rec = run.record()
+    assert rec["pairs"][0] == ["c0", "c1"] and set(rec["arms"]) == {darms.FULL.name, darms.FULL_AFFINE.name}
+    assert "3 pairs that always co-occur" in run.summary() and rec["labels per image"] >= 2
+    assert dplant.cooccur_pairs(list("abcde"), 0) == dplant.cooccur_pairs(list("abcde"), 0)
+    assert len({c for p in dplant.cooccur_pairs(list("abcde"), 0) for c in p}) == 4  # odd: one left unpaired
+    assert dplant.planted_sizes([0, 50], 600, 500) == {"train": 600, "test": 50}
+    with pytest.raises(ValueError, match="planted_n"):
+        dplant.planted_sizes([0, 0], 0, 500)  # a real run reading a whole split must name the planted sizes
 
 
 def test_power_check_is_a_record():

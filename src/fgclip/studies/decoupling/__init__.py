@@ -12,8 +12,10 @@
   regression baseline and the trainer of one arm;
 * :mod:`~fgclip.studies.decoupling.sweep`: every trained arm's lr and epochs chosen by one
   selection grid on validation, then every proportion and seed;
-* :mod:`~fgclip.studies.decoupling.controls`: planted worlds for the softmax-vs-sigmoid
-  falsification and the loss's gradients at unknown entries;
+* :mod:`~fgclip.studies.decoupling.controls`: the chapter's cluster unit and the loss's
+  gradients at unknown entries;
+* :mod:`~fgclip.studies.decoupling.planted`: the positive control, the chapter's pipeline on a
+  toy world whose category pairs always co-occur;
 * :mod:`~fgclip.studies.decoupling.comparisons`: the pointing game, the verdicts, the A/A
   control and the power check;
 * :mod:`~fgclip.studies.decoupling.findings`: the run's findings, as the chapter glues them.

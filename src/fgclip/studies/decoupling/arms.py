@@ -38,6 +38,7 @@ ZERO_SHOT = Arm("zero-shot", "zero-shot", "softmax")
 UNTRAINED = Arm("untrained init", "full", "softmax")
 LOGISTIC = Arm("logistic regression", "logistic regression", "sigmoid")
 ROWS = (ZERO_SHOT, UNTRAINED, LOGISTIC, *TRAINED)  # the order of the chapter's tables
+ROW_NAMES = [arm.name for arm in ROWS]
 
 
 def logistic_scores(train_x: np.ndarray, targets: np.ndarray, test_x: np.ndarray,

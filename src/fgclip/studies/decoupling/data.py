@@ -80,14 +80,14 @@ def subsample(n_have: int, n_want: int, seed: int, split: str, param: str) -> np
 
 
 def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
-                 difficult: str = "ignore", size_names: dict[str, str] | None = None
-                 ) -> DetectionData:
+                 difficult: str = "ignore", size_names: dict[str, str] | None = None,
+                 world: ToyWorldConfig | None = None) -> DetectionData:
     """Read every split of ``sizes`` with the reader of ``data_format``.
 
     ``root`` holding a dataset (:func:`holds_detection_data`) is read as it is and never
     written to; otherwise the toy world (COCO JSON + VOC XML + toyworld.json) is exported
-    once into ``root/toy-<digest>/``, keyed by world, seed and sizes
-    (:func:`fgclip.toyworld.cache.toy_export`). A split holding more images than asked is
+    once into ``root/toy-<digest>/``, keyed by world (``world``, default the default toy
+    world), seed and sizes (:func:`fgclip.toyworld.cache.toy_export`). A split holding more images than asked is
     subsampled (:func:`subsample`, seeded by ``seed``); fewer raises, naming the parameter
     (``size_names[split]``, e.g. "n_train"). On a toy export both readers must agree.
 
@@ -95,7 +95,7 @@ def prepare_data(root, data_format: str, sizes: dict[str, int], seed: int,
     the sorted class names and labels[split] (N, C) (:func:`label_matrix`).
     """
     size_names = size_names or {s: f"the size of split {s!r}" for s in sizes}
-    world = ToyWorldConfig()
+    world = world or ToyWorldConfig()
 
     def export(folder: Path) -> None:
         for split, n in sizes.items():

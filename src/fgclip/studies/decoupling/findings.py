@@ -16,14 +16,15 @@ SUMMARY_KEYS = ("full-zero-shot", "full-untrained", "full-logistic", "full-decou
 
 def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFrame, test_v: dict,
                      falsification: verdicts.Falsification, a_a: verdicts.Verdict, power: dict,
-                     selections: dict, data: str, planted: dict, zero_shot: dict,
+                     selections: dict, data: str, planted, zero_shot: dict,
                      checks: dict | None = None) -> dict[str, str]:
     """{glue key: clause} for the chapter's findings box.
 
     summary: :func:`~fgclip.studies.decoupling.comparisons.summary_verdicts`; test_v: the
     scoring verdicts keyed by (control Arm, ρ); grads: the init-gradient table; power:
     :func:`~fgclip.studies.decoupling.comparisons.power_check`; selections: Arm -> Selection;
-    planted: world -> Verdict (softmax vs sigmoid+affine); zero_shot:
+    planted: the planted co-occurrence control
+    (:class:`~fgclip.studies.decoupling.planted.PlantedRun`, softmax vs sigmoid+affine); zero_shot:
     :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`; checks: Arm ->
     :func:`~fgclip.studies.decoupling.sweep.convergence_check` (arms chosen at the budget's end).
     """
@@ -35,9 +36,11 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
         "unknown-gradients": gradient_clause(grads),
         "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items()),
         "same-across-proportions": same_clause(affine),
-        "planted-signs": sign_clause(planted["single"], planted["independent"]),
+        "planted": planted_clause(planted),
         "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
-        "falsification": falsification.sentence() + budget_caveat(checks, (FULL, FULL_AFFINE)),
+        "falsification": falsification.sentence() + budget_caveat(
+            {**{(a, ""): c for a, c in checks.items()}, **{(a, " on the planted world"): c for a, c in planted.checks.items()}},
+            ((FULL, ""), (FULL_AFFINE, ""), *((a, " on the planted world") for a in planted.checks))),
         "a-a": a_a.brief() + "; " + a_a_spread_clause(a_a, summary[0].n_seeds, a_a.margin),
         "power": f"half-width {power['half_width']:.3f} against a target of {power['target']:.3f}: "
         f"{'met' if power['met'] else 'not met'} with {power['n_seeds']} seeds",
@@ -51,13 +54,15 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
 
 def budget_caveat(checks: dict, arms: tuple) -> str:
     """'' when no arm of a comparison was still improving at the budget's end by its convergence
-    check; otherwise a clause naming them: the verdict compares the arms at this budget."""
-    late = [checks[a] for a in arms if a in checks and not checks[a]["converged"]]
+    check; otherwise a clause naming them: the verdict compares the arms at this budget. checks
+    and arms are keyed (Arm, where): ``where`` follows the arm's name (e.g. " on the planted world")."""
+    late = [(where, checks[a, where]) for a, where in arms
+            if checks.get((a, where)) is not None and not checks[a, where]["converged"]]
     if not late:
         return ""
     return (" At this budget, not at convergence: " + "; ".join(
-        f"{c['arm']} was still improving (trained on to epoch {c['horizon']}, its mean validation mAP is best at "
-        f"epoch {c['best epoch']}, not at its chosen {c['chosen']})" for c in late) + ".")
+        f"{c['arm']}{where} was still improving (trained on to epoch {c['horizon']}, its mean validation mAP is best "
+        f"at epoch {c['best epoch']}, not at its chosen {c['chosen']})" for where, c in late) + ".")
 
 
 def convergence_clause(selections: dict, checks: dict) -> str:
@@ -119,20 +124,22 @@ def same_clause(vs: list) -> str:
             + ("; the difference changes sign across the proportions" if len(signs) > 1 else ""))
 
 
-def sign_clause(single: verdicts.Verdict, independent: verdicts.Verdict) -> str:
-    """The planted 'single' and 'independent' worlds (softmax minus sigmoid+affine): their
-    differences and whether they agree in sign; a disagreement is called established only
-    when both verdicts name a better arm."""
-    head = (f"one category per image {single.difference:+.3f} ({single.outcome}), two independent categories "
-            f"per image {independent.difference:+.3f} ({independent.outcome}): ")
-    if np.sign(single.difference) == np.sign(independent.difference):
-        return head + "the same sign"
-    decided = [v.verdict in (verdicts.A_BETTER, verdicts.B_BETTER) for v in (single, independent)]
-    if all(decided):
-        return head + "opposite signs, both decided, so which rule wins depends on the world, not on coupling alone"
-    return head + ("opposite signs, but only " + ("the one-category" if decided[0] else "the two-category")
-                   + " world's verdict is decided" if any(decided) else "opposite signs, neither decided") \
-        + ", so the sign flip itself is not established at this size"
+def planted_clause(run) -> str:
+    """The planted co-occurrence control (:class:`~fgclip.studies.decoupling.planted.PlantedRun`):
+    its verdict, whether it fired as predicted (the second arm, the sigmoid, better), and each
+    arm's choice read through its convergence check."""
+    v = run.verdict
+    fired = v.verdict == verdicts.B_BETTER
+    arms = []
+    for arm, sel in run.selections.items():
+        c = run.checks.get(arm)
+        state = ("converged" if sel.converged else "best near the budget's end, not checked") if c is None else \
+            (f"converged (trained on to epoch {c['horizon']}: best at {c['best epoch']})" if c["converged"]
+             else f"still improving (trained on to epoch {c['horizon']}: best at {c['best epoch']})")
+        arms.append(f"{arm.name} lr {sel.lr:g}, {sel.epochs} of {sel.budget} epochs, {state}")
+    return (v.brief() + ("; as predicted, the softmax lost: the control fired" if fired else
+                         f"; predicted: {v.arms[1]} better; it did not fire ({v.outcome})")
+            + " (" + "; ".join(arms) + ")")
 
 
 def zero_shot_clause(d: dict) -> str:

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from ...losses.asymmetric import partial_asymmetric_loss
-from ...methods.decoupling import LinearProbe, MultiLabelCLIPHead, SemanticDecoupling, score_log_probabilities
+from ...methods.decoupling import (LinearProbe, MultiLabelCLIPHead, SemanticDecoupling, clip_word_vectors, load_glove,
+                                   score_log_probabilities)
 from ...metrics.multilabel import known_map
 from ...models.prompts import PromptLearner
 from ...partial_labels import UNKNOWN
@@ -139,6 +140,23 @@ def predict(head: nn.Module, dense: torch.Tensor, pooled: torch.Tensor, batch_si
 
 
 VARIANTS = ("zero-shot", "linear probe", "prompts only", "decoupling only", "full")
+
+
+def category_word_vectors(clip, class_names: list[str], glove_path: str = "") -> torch.Tensor:
+    """x_c (C, d_x): GloVe vectors from ``glove_path`` when given, else the frozen CLIP's text
+    embedding of each bare class name."""
+    return load_glove(glove_path, class_names) if glove_path else \
+        clip_word_vectors(clip.model, clip.tokenizer, class_names)
+
+
+def head_maker(clip, glove_path: str, hand_prompt: str, tau: float, rank: int, n_ctx: int):
+    """class names -> make(variant, scoring, seed): :func:`make_head` on the frozen ``clip`` for
+    those categories, their word vectors from :func:`category_word_vectors`."""
+    def for_names(class_names: list[str]):
+        x_c = category_word_vectors(clip, class_names, glove_path)
+        return lambda variant, scoring, seed: make_head(variant, clip.model, clip.tokenizer, class_names, x_c,
+                                                        hand_prompt, tau, rank, scoring, seed, n_ctx)
+    return for_names
 
 
 def make_head(variant: str, clip_model: nn.Module, tokenizer, class_names: list[str],

@@ -73,7 +73,7 @@ mask_same_text: bool = True  # a batch caption with the same text as the positiv
 parse_modes: list[str] = ["vector", "maps"]  # candidates; the validation split picks one [non-empty]
 min_box_area: float = 0.05  # skip phrases whose boxes cover less of the image [0 to 1]
 area_rule: str = "hull"  # the filter's area: "hull" (public MultiGrounding code) or "union"
-bias_levels: list[float] = [0.0, 0.3, 0.9]  # toy-world center_bias values; needs 0.0 for the cross-evaluation; [] skips [each 0 to 1]
+bias_levels: list[float] = [0.0, 0.9]  # toy-world center_bias values; needs 0.0 for the cross-evaluation; [] skips [each 0 to 1]
 bias_n_train: int = 300  # [> 0]
 bias_n_test: int = 300  # [> 0]
 batch_sizes: list[int] = [8, 64]  # N-Pair at equal optimiser steps; [] skips [each at least 2]
@@ -84,10 +84,10 @@ from fgclip.runner import check_injected; check_injected("ch1", globals())  # th
 
 # %%
 from dataclasses import replace
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
@@ -274,8 +274,8 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # %% [markdown]
 # ## The pointing game and its floors
 #
-# One trial per phrase: a hit when the argmax falls inside any ground-truth box of the
-# phrase. Phrases whose boxes cover less than `min_box_area` of the image are left out;
+# One trial per phrase: a hit when the phrase's point falls inside any ground-truth box of
+# the phrase. Phrases whose boxes cover less than `min_box_area` of the image are left out;
 # the public MultiGrounding code measures that area on the enclosing hull of the phrase's
 # boxes (`area_rule = "hull"`, used here; `"union"` is the exact union). A multi-word
 # phrase gets one map in the paper's two parse modes: *vector* (the mean of its word
@@ -291,12 +291,24 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # captions; and the **untrained heads**.
 #
 # In symbols: phrase $k$ of image $i$ has boxes $B_k$ $(x_0, y_0, x_1, y_1)$ on an $H \times W$
-# image, and a map of $h \times w$ cells points at the centre of its argmax cell $(r, c)$,
-# $p = \big((c + \tfrac12) W/w,\ (r + \tfrac12) H/h\big)$. The trial is a hit when
+# image. The point is read as the public MultiGrounding code reads it: the $h \times w$ map is
+# resized bilinearly to $H \times W$ ($\tilde m$) and the point is the pixel index of its
+# argmax, $p = (j^\star, i^\star) = \arg\max_{i,j} \tilde m_{i,j}$ (first in row-major order);
+# the trial is a hit when
 #
 # $$
-# \text{hit}(p, B_k) = \mathbb{1}\big[\exists\, b \in B_k:\ x_0(b) \le p_x < x_1(b),\ y_0(b) \le p_y < y_1(b)\big]
+# \text{hit}(p, B_k) = \mathbb{1}\big[\exists\, b \in B_k:\ x_0(b) \le p_x \le x_1(b),\ y_0(b) \le p_y \le y_1(b)\big]
 # $$ (eq-pointing-hit)
+#
+# with closed box edges, as there. Why this rule: it is the read-out of the public MultiGrounding
+# evaluation code, whose area filter (below) the chapter already follows, so the filter and the
+# hit rule come from one protocol; the floors depend on the edges too (a centre point on a box's
+# far edge counts only when the edges are closed), so every floor is scored by it. An earlier
+# build pointed at the centre of the argmax *cell*, $\big((c + \tfrac12) W/w,\ (r + \tfrac12) H/h\big)$,
+# with half-open edges; on a grid of 8×8 cells that point can sit up to half a cell from the
+# resized argmax (inside the argmax cell, the resized map rises toward the neighbour that
+# scores higher). That rule stays as a named arm, "N-Pair MaxImage, cell-centre rule", the same
+# heads read the old way, with its verdict among the variants.
 #
 # and a phrase is a trial at all when the enclosing hull of its boxes covers at least
 # `min_box_area` of the image,
@@ -313,21 +325,25 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # $$ (eq-object-pointer)
 #
 # A check on a hand-sized 40×40 image with two boxes, the top-left quarter and the
-# bottom-right one: a point at $x = 19.9$ is inside the first box and one at $x = 20$ is not
-# (half-open edges); the hull of the two boxes is the whole image while their union is half
-# of it; and on an 8×8 grid (cells of 5 pixels) the centre cells are the middle 2×2, the
-# pixels from 15 to 25, so a point at (19, 19) lies in them and one at (12, 19) does not.
+# bottom-right one: a point at $x = 20$ is inside the first box (closed edges) and one at
+# $x = 20.1$ is not; the hull of the two boxes is the whole image while their union is half
+# of it; on an 8×8 grid (cells of 5 pixels) the centre cells are the middle 2×2, the
+# pixels from 15 to 25, so a point at (19, 19) lies in them and one at (12, 19) does not. And
+# the two rules on a 2×2 map whose top-left cell is best and top-right next: the cell-centre
+# rule points at (10, 10), inside the box (5, 5, 20, 20); resized, the map is flat over the
+# corner pixels up to the cell centres, so the argmax is the first of them, (0, 0), outside it.
 
 # %%
-display(show_source(ev.pointing_hit, ev.AREA_RULES["hull"], ev.object_pointer_expectation))
+display(show_source(mh.map_points, ev.pointing_hit, ev.AREA_RULES["hull"], ev.object_pointer_expectation))
 hw, star, moon = (40, 40), (0, 0, 20, 20), (20, 20, 40, 40)  # (H, W) and two boxes (x0, y0, x1, y1)
-assert ev.pointing_hit((19.9, 5), [star], hw) and not ev.pointing_hit((20, 5), [star], hw) and ev.AREA_RULES["hull"]([star, moon], hw) == 1.0 == 2 * ev.AREA_RULES["union"]([star, moon], hw)
+assert ev.pointing_hit((20, 5), [star], hw, inclusive=True) and not ev.pointing_hit((20.1, 5), [star], hw, inclusive=True) and ev.AREA_RULES["hull"]([star, moon], hw) == 1.0 == 2 * ev.AREA_RULES["union"]([star, moon], hw)
+assert [mh.map_points(torch.tensor([[[1.0, 0.9], [0, 0]]]), [hw], r)[0] for r in mh.POINT_RULES] == [(0.0, 0.0), (10.0, 10.0)]  # resized, cell-centre
 assert ev.in_centre_cells([(19, 19), (12, 19)], [hw] * 2, (8, 8)).tolist() == [1.0, 0.0]  # centre cells of an 8x8 grid
 
 # %% [markdown]
 # | equation | function | test |
 # |---|---|---|
-# | {eq}`eq-pointing-hit` | {func}`fgclip.metrics.pointing.pointing_hit` | `tests/test_ch1_pointing.py::test_pointing_hit_inside_outside_and_tolerance` |
+# | {eq}`eq-pointing-hit` | {func}`fgclip.studies.maximage.heads.map_points`, {func}`fgclip.metrics.pointing.pointing_hit` | `tests/test_ch1_pointing.py::test_chapter_rule_is_multigrounding_and_cell_centre_is_a_named_alternative` |
 # | {eq}`eq-hull-filter` | {func}`fgclip.metrics.pointing.hull_coverage` | `tests/test_ch1_protocol.py::test_hull_filter_keeps_what_the_union_skips` |
 # | {eq}`eq-object-pointer` | {func}`fgclip.studies.maximage.evaluation.object_pointer_expectation` | `tests/test_ch1_protocol.py::test_caption_blind_floors_by_hand` |
 #
@@ -395,11 +411,12 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 # is in `ch1.json` (`seed_curves`).
 
 # %%
-test, keep = data.test, ev.evaluated(data.test, min_box_area, area_rule)
+test, keep, CC = data.test, ev.evaluated(data.test, min_box_area, area_rule), f"{arms.main.name}, cell-centre rule"
 images = ev.kept_images(test, keep)  # clusters: phrases of one image move together
 strata = {"all": np.ones(len(images), bool), "non-centre": ev.non_centre(test, keep)}
 scores = {arm.name: ev.arm_scores(heads[arm], test, keep, parse) for arm in arms.all()}  # (n_seeds, n_kept)
-scores |= ev.floor_scores(test, keep, seeds, heads[arms.main])
+scores |= ev.floor_scores(test, keep, seeds, heads[arms.main])  # every floor, scored with the same closed box edges
+scores[CC] = ev.arm_scores(heads[arms.main], test, keep, parse, "cell-centre")  # the same heads read the older way
 if model.startswith("toy"):  # a real open_clip model at random init would take too long here
     torch.manual_seed(seed)
     rand = load(root, clip_=create_clip(model, pretrained=None, device=device))
@@ -435,7 +452,7 @@ display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)),
 vs, M = ev.ArmJudge(scores, strata, images, seed, margin), arms.main.name  # vs(a, b, claim, stratum) -> a Verdict
 headline = [vs(M, b, f"{M} vs {b}", on) for b in ("centre point", "object pointer", "caption-blind saliency")
             for on in strata] + [vs(M, arms.untrained.name, "what retrieval training adds")]
-variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads"]
+variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads", CC]
             if a in scores]
 display(verdicts.verdict_table(headline + variants))
 
@@ -523,28 +540,37 @@ print((sel_v := vs.paired(M, "object pointer", "both head nouns on their own obj
 # Negative control: the bias-0 arm trained again at fresh seeds must come out
 # **equivalent** to itself within `share_margin`, so training noise alone cannot pass for
 # a prior ({func}`fgclip.studies.maximage.bias.centre_prior_falsification`). The reading rule
-# itself, {func}`fgclip.studies.maximage.bias.bias_verdicts`, is shown with the table below.
+# itself, {func}`fgclip.studies.maximage.bias.bias_verdicts`, is shown below the tables.
+#
+# The cosine score of the main arm normalises every cell, so a cell cannot win by its length
+# alone: the "hub" mechanism a centre prior could ride on is gone by construction, and a test
+# of cosine heads alone could never find it. So the whole test runs a second time for the
+# dot-score arm (the paper's Eq. 1), trained at every bias level (at bias 0 with its own
+# fresh-seed replicate) and read against its own bias-0 model: the second figure and tables.
+# The default levels are 0 and 0.9; a middle level (0.3) ran in earlier builds and was dropped
+# to pay for the dot-score sweep within the chapter's time.
 
 # %%
 bias_cache = Path(data_root) if root != Path(data_root) else root / "bias-worlds"  # never beside real data
+bias_world = cache(lambda b: load(mdata.flickr_data_root(bias_cache, replace(world, center_bias=b), seed, {train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test))
 
 
-def world_at(bias: float) -> tuple[mdata.Split, list]:  # that world's test split, N-Pair MaxImage trained on it
+def world_at(bias: float, arm: ma.Arm = arms.main) -> tuple[mdata.Split, list]:  # that world's test split, the arm trained on it
     if bias == world.center_bias != 0.0 and (bias_n_train, bias_n_test) == (n_train, n_test):
-        return test, heads[arms.main]
-    b = load(mdata.flickr_data_root(bias_cache, replace(world, center_bias=bias), seed,
-                                 {train_split: bias_n_train, test_split: bias_n_test}), bias_n_train, bias_n_test)
+        return test, heads[arm]
     fresh = [s + n_seeds for s in seeds] if bias == 0 else []  # the bias-0 replicate's seeds
-    return b.test, ma.train_logged(ma.Arm(f"trained at bias {bias}", base), b, grid, seeds + fresh, period, selections, curves)
+    return bias_world(bias).test, ma.train_logged(ma.Arm(("" if arm == arms.main else f"{arm.name}, ") + f"trained at bias {bias}", arm.cfg),
+                                                  bias_world(bias), grid, seeds + fresh, period, selections, curves)
 
 
 levels = bias_levels if load_toyworld_meta(root) is not None and model.startswith("toy") and 0.0 in bias_levels else []
-sweep = mb.centre_bias_sweep(levels, world_at, seeds, min_box_area, area_rule, parse)
-cross, centre_test = mb.bias_verdicts(sweep, seed, margin, share_margin) if levels else ([], None)
-if levels:
-    fig = mfig.plot_bias_seeds(sweep.table)  # the means as lines, every seed a point
-    display(show_source(mb.bias_verdicts), mfig.bias_means(sweep.table).style.format(precision=3), verdicts.verdict_table(cross + [centre_test.test, centre_test.positive,
-                                                                             centre_test.negative]), Markdown(mb.centre_prior_sentence(centre_test)))
+sweep, cross, centre_test = mb.bias_study(levels, world_at, seeds, min_box_area, area_rule, parse, seed, margin, share_margin)
+dot = next(a for a in arms.variants if a.cfg.score != base.score)  # the other score's arm: "dot" is the paper's Eq. 1
+dot_sweep, dot_cross, dot_test = mb.bias_study(levels, partial(world_at, arm=dot), seeds, min_box_area, area_rule, parse, seed, margin, share_margin, f"{dot.name}, ")
+for name, sw, cr, ct in [(M, sweep, cross, centre_test), (dot.name, dot_sweep, dot_cross, dot_test)] if levels else []:
+    (fig := mfig.plot_bias_seeds(sw.table)).suptitle(name, fontsize=7)  # the means as lines, every seed a point
+    display(mfig.bias_means(sw.table).style.format(precision=3), verdicts.verdict_table(cr + [ct.test, ct.positive, ct.negative]), Markdown(mb.centre_prior_sentence(ct)))
+display(show_source(mb.bias_verdicts))
 
 # %% [markdown]
 # ### Is the N-Pair / triplet gap about the number of negatives?
@@ -558,11 +584,7 @@ if levels:
 bs_scores = {bs: scores[M] if bs == batch_size else ev.arm_scores(ma.train_logged(
     ma.Arm(f"B={bs}", replace(base, batch_size=bs)), data, grid, seeds, period, selections, curves), test, keep, parse)
     for bs in batch_sizes}  # bs -> (n_seeds, n_kept) hits of N-Pair MaxImage at batch size bs
-bs_table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, seed=s, pointing=x[j].mean())
-                         for bs, x in bs_scores.items() for j, s in enumerate(seeds)])
-small, large = min(batch_sizes, default=0), max(batch_sizes, default=0)
-batch_v = [vs.paired(f"B={large}", f"B={small}", f"N-Pair at an equal step budget, B={large} vs B={small}",
-                     bs_scores[large], bs_scores[small], images)] if small != large else []
+bs_table, batch_v = ev.batch_size_verdicts(vs, bs_scores, seeds)  # a row per (batch size, seed); largest vs smallest
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
 
@@ -572,8 +594,10 @@ if batch_v:
 # What was chosen, among which candidates, by which criterion and on which split, and the
 # validation curves every choice was read from: one panel per trained arm, the mean
 # validation loss over the selection seeds per learning rate and period, the chosen point
-# starred. An arm whose best period is the budget's last is marked "not converged"
-# (more periods might have helped it); the list below names them, each with how much its
+# starred. An arm whose best period lies within the last quarter of the budget (the
+# selection's patience, `epochs // 4` periods) is marked "not converged": its curve may still
+# be falling, and more periods might have helped it. An lr at either end of the grid is marked
+# too (an lr beyond it might have done better). The list below names the late arms, each with how much its
 # mean validation loss still fell over the last third of the budget (near zero: a flat
 # curve that ends on its lowest point by noise; a few percent: still learning). The budget
 # of `epochs` periods is the most the book's time allows on a CPU.
@@ -593,7 +617,7 @@ print(converged := ma.convergence_sentence(selections, epochs))  # each late arm
 # at this size.
 
 # %%
-fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + batch_v, margin=margin)  # every verdict, as results.json lists them
+fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross + batch_v, margin=margin)  # every verdict, as results.json lists them
 
 # %% [markdown]
 # ## Critique
@@ -620,8 +644,9 @@ briefs = lambda vs_: "; ".join(v.brief() for v in vs_) or "not run with these pa
 findings = {"data": f"seeds {seeds}, {len(images)} test phrases in {len(set(images))} test images", **dict(zip(
     ["centre", "centre-non-centre", "object", "object-non-centre", "saliency", "saliency-non-centre", "untrained"],
     [v.brief() for v in headline])), "variants": briefs(variants), "grounding": grounding.sentence(),
-    "selectivity": sel_v.brief(), "bias-cross": briefs(cross), "batch-size": briefs(batch_v), "power": power["sentence"],
-    "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged, "seeds": ". ".join(seed_notes)}
+    "selectivity": sel_v.brief(), "bias-cross": briefs(cross + dot_cross), "batch-size": briefs(batch_v), "power": power["sentence"],
+    "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged,
+    "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes)}
 glue_findings("ch1", findings)
 display(found_box("What we found", list(findings.values())))
 
@@ -647,7 +672,9 @@ display(found_box("What we found", list(findings.values())))
 # **The variants**, each against N-Pair MaxImage: {glue:md}`ch1-variants`.
 #
 # **Centre bias.** Trained on a biased world and tested on the unbiased one:
-# {glue:md}`ch1-bias-cross`. The centre-prior falsification: {glue:md}`ch1-centre-prior`
+# {glue:md}`ch1-bias-cross`. The centre-prior falsification: {glue:md}`ch1-centre-prior` The same
+# test for the dot-score arm, which keeps the high-norm cells a cosine score removes:
+# {glue:md}`ch1-centre-prior-dot`
 #
 # **The number of negatives** at equal optimiser steps: {glue:md}`ch1-batch-size`.
 #
@@ -665,8 +692,8 @@ write_results(results_path, {
     "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions), "margin": margin, "share_margin": share_margin,
     "selection": [s.to_dict() for s in selections], "period_steps": period, "power_check": power, "found": list(findings.values()),
     "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed": {a: x.mean(axis=1).tolist() for a, x in
-    scores.items()}, "verdicts": chapter_v, "controls": [grounding] + ([centre_test] if centre_test else []), "bias_sweep":
-    sweep.table.to_dict(orient="records"), "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
+    scores.items()}, "verdicts": chapter_v, "controls": [grounding] + [t for t in (centre_test, dot_test) if t], "bias_sweep":
+    sweep.table.to_dict(orient="records"), "bias_sweep_dot": dot_sweep.table.to_dict(orient="records"), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
     "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

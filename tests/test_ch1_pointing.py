@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -171,3 +173,38 @@ def test_resized_argmax_and_cell_centre_rules_differ_on_a_hand_made_map():
     assert not pointing_hit((20.0, 10.0), box, (40, 40)) and pointing_hit((20.0, 10.0), box, (40, 40), inclusive=True)
     with pytest.raises(ValueError, match="heat"):
         resized_argmax_point(np.zeros(4), (40, 40))
+
+
+def test_chapter_rule_is_multigrounding_and_cell_centre_is_a_named_alternative():
+    """The chapter's read-out (studies.maximage.heads.map_points) under both rule names on the
+    hand-made map above: "resized" (the default) points at pixel (0, 0) and misses the box with
+    closed edges; "cell-centre" points at (10, 10) and hits. The batched resize equals
+    resized_argmax_point map by map on random maps (one with tied cells) of three image sizes; an
+    unknown rule is refused."""
+    from fgclip.metrics.pointing import resized_argmax_point
+    from fgclip.studies.maximage import evaluation as ev
+    from fgclip.studies.maximage.data import Corpus, PhraseItem
+    from fgclip.studies.maximage.heads import map_points
+
+    heat = torch.tensor([[[1.0, 0.9], [0.0, 0.0]]])  # (1, 2, 2)
+    assert map_points(heat, [(40, 40)]) == [(0.0, 0.0)]
+    assert map_points(heat, [(40, 40)], "cell-centre") == [(10.0, 10.0)]
+    box = (5.0, 5.0, 20.0, 20.0)
+    corpus = Corpus([Path("a.png")], [(40, 40)], [["a", "star"]], [0],
+                    [PhraseItem(0, 0, (0, 2), "a star", [box], False)], [[box]])
+    data, keep = type("S", (), {"corpus": corpus})(), np.array([True])
+    pts = {r: map_points(heat, [(40, 40)], r) for r in ("resized", "cell-centre")}
+    assert ev.hits(pts["resized"], data, keep).tolist() == [0.0]
+    assert ev.hits(pts["cell-centre"], data, keep, "cell-centre").tolist() == [1.0]
+    # the far edge: inside under the chapter's closed edges, outside under the cell-centre rule's
+    assert ev.hits([(20.0, 20.0)], data, keep).tolist() == [1.0]
+    assert ev.hits([(20.0, 20.0)], data, keep, "cell-centre").tolist() == [0.0]
+    rng = np.random.default_rng(0)
+    maps = torch.tensor(rng.normal(size=(7, 8, 8)))
+    maps[3] = maps[3].round()  # ties between cells too
+    hws = [(64, 64), (48, 80)] * 3 + [(61, 35)]
+    assert map_points(maps, hws) == [resized_argmax_point(m, hw) for m, hw in zip(maps, hws)]
+    with pytest.raises(ValueError, match="rule"):
+        map_points(heat, [(40, 40)], "centre")
+    with pytest.raises(ValueError, match="rule"):
+        ev.hits([(0.0, 0.0)], data, keep, "nearest")

@@ -215,6 +215,28 @@ def test_centre_prior_controls_pass_and_each_fails_on_purpose():
     # a real excess planted into the biased arm: detected, and no bound is claimed
     h = centre_prior_falsification(_plant(biased, 0.3, seed=4), zero, planted, zero.copy(), images, 0.05, seed=0)
     assert h.test.verdict == verdicts.A_BETTER and "No centre prior" not in mb.centre_prior_sentence(h)
+    # a positive control that cannot fire: the sentence gives its half-width against the margin
+    k = centre_prior_falsification(biased, zero, zero, zero.copy(), images, 0.05, seed=0)
+    half = (k.positive.ci_high - k.positive.ci_low) / 2
+    assert f"half-width {half:.3f}; it would need one below the margin (0.05)" in mb.centre_prior_sentence(k)
+    assert "half-width" not in mb.centre_prior_sentence(f).split("The interval")[0]
+    # the dot-score arm's test: its label opens every arm and claim, so the two tests never share a name
+    d = centre_prior_falsification(biased, zero, planted, zero.copy(), images, 0.05, seed=0, label="N-Pair, dot score, ")
+    assert all(v.claim.startswith("N-Pair, dot score, ") and all(a.startswith("N-Pair, dot score, ") for a in v.arms)
+               for v in (d.test, d.positive, d.negative))
+    assert d.test.difference == f.test.difference and f.test.arms[0] == "trained at bias 0.9"
+
+
+def test_batch_size_verdicts_pair_the_largest_with_the_smallest_batch():
+    rng = np.random.default_rng(1)
+    images = np.arange(60) % 20
+    judge = ev.ArmJudge({}, {}, images, seed=0, margin=0.05)
+    x = {8: (rng.random((3, 60)) < 0.3).astype(float), 64: (rng.random((3, 60)) < 0.9).astype(float)}
+    table, vs = ev.batch_size_verdicts(judge, x, [0, 1, 2])
+    assert len(table) == 6 and table.query("batch_size == 8 and seed == 1").pointing.item() == x[8][1].mean()
+    assert vs[0].arms == ("B=64", "B=8") and vs[0].verdict == verdicts.A_BETTER
+    assert abs(vs[0].difference - (x[64].mean() - x[8].mean())) < 1e-12
+    assert ev.batch_size_verdicts(judge, {64: x[64]}, [0, 1, 2])[1] == []
 
 
 def test_shuffled_links():

@@ -70,45 +70,61 @@ def centre_bias_sweep(levels: Sequence[float],
 
 def centre_prior_falsification(biased: np.ndarray, zero: np.ndarray, planted: np.ndarray,
                                replicate: np.ndarray, images: np.ndarray, share_margin: float, seed: int,
-                               top: float = 0.9) -> verdicts.Falsification:
+                               top: float = 0.9, label: str = "") -> verdicts.Falsification:
     """The centre-prior test on (S, K0) centre-cell shares on the bias-0 test: the model
     trained at bias ``top`` against the bias-0 model must show more ('A better'); the planted
     prior (the biased arm's shares re-centred ``share_margin`` above the bias-0 model's,
     :func:`fgclip.studies.maximage.evaluation.planted_effect_scores`) must too (positive control); the bias-0 arm at fresh
-    seeds against it must be 'equivalent' within ``share_margin`` (negative control)."""
+    seeds against it must be 'equivalent' within ``share_margin`` (negative control). ``label``
+    (e.g. "N-Pair, dot score, ") opens every arm's name and claim: the arm the sweep trained."""
     def cmp(a: str, x: np.ndarray, claim: str) -> verdicts.Verdict:
-        return verdicts.compare(x, zero, claim=claim, arms=(a, "trained at bias 0.0"), unit="phrases",
-                                clusters=images, cluster_unit="images", seed=seed, margin=share_margin)
+        return verdicts.compare(x, zero, claim=label + claim, arms=(label + a, f"{label}trained at bias 0.0"),
+                                unit="phrases", clusters=images, cluster_unit="images", seed=seed, margin=share_margin)
 
     return verdicts.falsify(cmp(f"trained at bias {top}", biased, "more argmaxes in the centre cells on the bias-0 test"),
                             cmp("bias 0 + planted centre prior", planted, "planted centre prior"),
                             cmp("bias 0, fresh seeds", replicate, "the bias-0 arm against itself at fresh seeds"))
 
 
-def bias_verdicts(sweep: BiasSweep, seed: int, margin: float, share_margin: float) -> tuple[list[verdicts.Verdict], verdicts.Falsification]:
+def bias_verdicts(sweep: BiasSweep, seed: int, margin: float, share_margin: float, label: str = ""
+                  ) -> tuple[list[verdicts.Verdict], verdicts.Falsification]:
     """The cross-evaluation verdicts (each bias against bias 0 on the bias-0 test, pointing
     ``margin``) and the centre-prior falsification of the most biased model
-    (:func:`centre_prior_falsification`); phrases clustered by image."""
+    (:func:`centre_prior_falsification`); phrases clustered by image. ``label`` opens the arm
+    names and claims (the sweep's arm, when it is not the chapter's main one)."""
     if sweep.zero is None or sweep.replicate_share is None:
         raise ValueError("the sweep did not run (no bias level, or no fresh-seed replicate at bias 0): nothing to judge")
     zero, keep = sweep.zero, sweep.zero_keep
     images = ev.kept_images(zero, keep)
-    cross = [verdicts.compare(sweep.on_zero[b], sweep.on_zero[0.0], arms=(f"trained at bias {b}", "trained at bias 0.0"),
-                              claim=f"pointing on the bias-0 test, a model trained at bias {b} against one trained at 0.0",
+    cross = [verdicts.compare(sweep.on_zero[b], sweep.on_zero[0.0], arms=(f"{label}trained at bias {b}",
+                                                                          f"{label}trained at bias 0.0"),
+                              claim=f"{label}pointing on the bias-0 test, a model trained at bias {b} against one trained at 0.0",
                               unit="phrases", clusters=images, cluster_unit="images", seed=seed, margin=margin)
              for b in sweep.on_zero if b != 0.0]
     top = max(sweep.on_zero)
     planted = ev.planted_effect_scores(sweep.share_zero[top], sweep.share_zero[0.0], share_margin)
     test = centre_prior_falsification(sweep.share_zero[top], sweep.share_zero[0.0], planted,
-                                      sweep.replicate_share, images, share_margin, seed, top)
+                                      sweep.replicate_share, images, share_margin, seed, top, label)
     return cross, test
+
+
+def bias_study(levels: Sequence[float], world_at: Callable[[float], tuple[Split, list[MaxImageHeads]]],
+               seeds: Sequence[int], min_box_area: float, area_rule: str, mode: str, seed: int, margin: float,
+               share_margin: float, label: str = "") -> tuple[BiasSweep, list[verdicts.Verdict], verdicts.Falsification | None]:
+    """:func:`centre_bias_sweep` over ``levels`` and its :func:`bias_verdicts`: (sweep, cross
+    verdicts, centre-prior falsification); with no level, the empty sweep, [] and None."""
+    sweep = centre_bias_sweep(levels, world_at, seeds, min_box_area, area_rule, mode)
+    return (sweep, *bias_verdicts(sweep, seed, margin, share_margin, label)) if levels else (sweep, [], None)
 
 
 def centre_prior_sentence(f: verdicts.Falsification) -> str:
     """The centre-prior test in words, in the equivalence form where the controls allow it: with
     both controls passing and no excess detected, the interval's upper end bounds any excess
     of the biased model's centre-cell share over the bias-0 model's."""
-    t, head = f.test, f.sentence()
+    t, head, p = f.test, f.sentence(), f.positive
+    if not f.positive_passed:  # a planted excess of exactly the margin shows once the half-width is below it
+        head += (f" The planted prior's interval has half-width {(p.ci_high - p.ci_low) / 2:.3f}; it would need "
+                 f"one below the margin ({p.margin:g}) to show.")
     if not f.controls_pass or t.verdict == verdicts.A_BETTER:
         return f"{head} The interval: {t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]."
     bound = "is excluded too" if t.ci_high <= t.margin else "is not"

@@ -1,8 +1,10 @@
 """Chapter 1's evaluation protocol: per-phrase scores of the model and of every
 caption-blind floor, on the same phrases, ready for :func:`fgclip.verdicts.compare`.
 
-All arms are scored by the same pointing rule (:func:`fgclip.metrics.pointing.pointing_hit`)
-on the phrases the box-area filter keeps. Notation: phrase k of image i(k) with boxes B_k;
+All arms are scored by the same pointing rule on the phrases the box-area filter keeps: by
+default MultiGrounding's (``rule="resized"``: the map resized to the image, its argmax pixel,
+box edges closed, :data:`~fgclip.studies.maximage.heads.POINT_RULES`), the floors' points
+scored with the same closed edges. Notation: phrase k of image i(k) with boxes B_k;
 O_i the distinct ground-truth boxes (objects) of image i; c(b) the centre of box b.
 
 * object pointer (caption-blind, toy world only: it uses boxes), its exact expectation
@@ -22,9 +24,8 @@ import torch
 
 from ... import verdicts
 from ...methods.maximage import MaxImageHeads
-from ...metrics.pointing import (AREA_RULES, argmax_point, box_coverage, center_point, pointing_hit,
-                                 random_points)
-from .heads import head_word_points, phrase_points, project_images
+from ...metrics.pointing import AREA_RULES, box_coverage, center_point, pointing_hit, random_points
+from .heads import head_word_points, map_points, phrase_points, project_images, rule_of
 
 Point = tuple[float, float]
 
@@ -36,18 +37,18 @@ def evaluated(data, min_box_area: float, area_rule: str = "hull") -> np.ndarray:
                      for ph in c.phrases])
 
 
-def hits(points: Sequence[Point], data, keep: np.ndarray) -> np.ndarray:
-    """0/1 hit per kept phrase: (n_kept,) float."""
-    c = data.corpus
-    return np.array([float(pointing_hit(p, ph.boxes, c.image_hw[ph.image]))
+def hits(points: Sequence[Point], data, keep: np.ndarray, rule: str = "resized") -> np.ndarray:
+    """0/1 hit per kept phrase, box edges as the pointing ``rule`` has them: (n_kept,) float."""
+    c, inclusive = data.corpus, rule_of(rule)[1]
+    return np.array([float(pointing_hit(p, ph.boxes, c.image_hw[ph.image], inclusive=inclusive))
                      for p, ph, k in zip(points, c.phrases, keep) if k])
 
 
-def object_pointer_expectation(data, keep: np.ndarray) -> np.ndarray:
+def object_pointer_expectation(data, keep: np.ndarray, rule: str = "resized") -> np.ndarray:
     """E_k = (1/|O_i|) sum_o hit(c(o), B_k) per kept phrase: the exact mean of a pointer at
     the centre of a uniformly drawn ground-truth object of the phrase's image
     (eq-object-pointer). (n_kept,)"""
-    c = data.corpus
+    c, inclusive = data.corpus, rule_of(rule)[1]
     out = []
     for ph, k in zip(c.phrases, keep):
         if k:
@@ -55,7 +56,7 @@ def object_pointer_expectation(data, keep: np.ndarray) -> np.ndarray:
             if not objs:
                 raise ValueError(f"image {ph.image} has no object boxes: no object pointer")
             hw = c.image_hw[ph.image]
-            out.append(np.mean([pointing_hit(((o[0] + o[2]) / 2, (o[1] + o[3]) / 2), ph.boxes, hw)
+            out.append(np.mean([pointing_hit(((o[0] + o[2]) / 2, (o[1] + o[3]) / 2), ph.boxes, hw, inclusive=inclusive)
                                 for o in objs]))
     return np.array(out, dtype=float)
 
@@ -79,7 +80,7 @@ def object_pointer_points(data, seed: int) -> list[Point]:
 
 
 @torch.no_grad()
-def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data) -> list[Point]:
+def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data, rule: str = "resized") -> list[Point]:
     """Caption-blind saliency per phrase: the argmax of its image's mean map
     <v_{r,c}, mean_{d in D_i} t_d> (mean of all word maps of all the image's captions)."""
     c = data.corpus
@@ -91,7 +92,7 @@ def saliency_points(heads: MaxImageHeads, v: torch.Tensor, data) -> list[Point]:
     tsum = torch.zeros(n_img, t.shape[1]).index_add_(0, idx, t)
     cnt = torch.zeros(n_img).index_add_(0, idx, torch.ones(len(idx)))
     heat = torch.einsum("nehw,ne->nhw", v, tsum / cnt.clamp_min(1)[:, None])  # (N, h, w)
-    per_image = [argmax_point(heat[i], c.image_hw[i]) for i in range(n_img)]
+    per_image = map_points(heat, [c.image_hw[i] for i in range(n_img)], rule)
     return [per_image[ph.image] for ph in c.phrases]
 
 
@@ -121,22 +122,22 @@ def shuffled_caption_image(caption_image: Sequence[int], seed: int) -> list[int]
     return [int(caption_image[j]) for j in perm]
 
 
-def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]], corpus
-                     ) -> np.ndarray:
+def selectivity_hits(points: dict[int, Point], pairs: Sequence[tuple[int, int]], corpus,
+                     rule: str = "resized") -> np.ndarray:
     """Per pair (a, b) of phrases of one caption: 1[both head nouns land on their own
     objects]. (n_pairs,) float; cluster the pairs by ``corpus.phrases[a].image``."""
-    out = []
+    out, inc = [], rule_of(rule)[1]
     for a, b in pairs:
         hw = corpus.image_hw[corpus.phrases[a].image]
-        out.append(pointing_hit(points[a], corpus.phrases[a].boxes, hw)
-                   and pointing_hit(points[b], corpus.phrases[b].boxes, hw))
+        out.append(pointing_hit(points[a], corpus.phrases[a].boxes, hw, inclusive=inc)
+                   and pointing_hit(points[b], corpus.phrases[b].boxes, hw, inclusive=inc))
     return np.array(out, dtype=float)
 
 
 @torch.no_grad()
-def model_points(heads: MaxImageHeads, data, mode: str = "vector") -> list[Point]:
-    """The heads' argmax point for every phrase of a split (parse ``mode``)."""
-    return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode)
+def model_points(heads: MaxImageHeads, data, mode: str = "vector", rule: str = "resized") -> list[Point]:
+    """The heads' point for every phrase of a split (parse ``mode``, pointing ``rule``)."""
+    return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode, rule)
 
 
 def grid_of(data) -> tuple[int, int]:
@@ -158,9 +159,10 @@ def random_draw_points(data, seed: int) -> list[Point]:
 
 
 def arm_scores(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray,
-               mode: str = "vector") -> np.ndarray:
-    """(n_seeds, n_kept) 0/1 hits of one trained arm, one row per seed's heads."""
-    return np.stack([hits(model_points(h, data, mode), data, keep) for h in heads_per_seed])
+               mode: str = "vector", rule: str = "resized") -> np.ndarray:
+    """(n_seeds, n_kept) 0/1 hits of one trained arm under the pointing ``rule``, one row per
+    seed's heads."""
+    return np.stack([hits(model_points(h, data, mode, rule), data, keep, rule) for h in heads_per_seed])
 
 
 def floor_scores(data, keep: np.ndarray, seeds: Sequence[int],
@@ -293,6 +295,18 @@ def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
     """One row per (arm, seed): the arm's mean score on the phrases of each stratum."""
     return pd.DataFrame([dict(arm=a, seed=s, **{k: x[j][m].mean() for k, m in strata.items()})
                          for a, x in scores.items() for j, s in enumerate(seeds)])
+
+
+def batch_size_verdicts(judge: ArmJudge, bs_scores: Mapping[int, np.ndarray], seeds: Sequence[int]
+                        ) -> tuple[pd.DataFrame, list[verdicts.Verdict]]:
+    """The batch-size study read out: one row per (batch size, seed) with its pointing accuracy,
+    and the largest batch against the smallest, paired on the judge's phrases (none when
+    fewer than two sizes ran). ``bs_scores``: batch size -> (n_seeds, n_kept) hits."""
+    table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, seed=s, pointing=x[j].mean())
+                          for bs, x in bs_scores.items() for j, s in enumerate(seeds)])
+    small, large = min(bs_scores, default=0), max(bs_scores, default=0)
+    return table, [judge.paired(f"B={large}", f"B={small}", f"N-Pair at an equal step budget, B={large} vs B={small}",
+                                bs_scores[large], bs_scores[small], judge.images)] if small != large else []
 
 
 def planted_effect_scores(arm: np.ndarray, comparator: np.ndarray, effect: float) -> np.ndarray:

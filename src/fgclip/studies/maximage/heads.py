@@ -13,11 +13,15 @@ from ...datasets.boxes import scale_boxes
 from ...losses.ranking import npair_loss, same_text_mask, triplet_loss
 from ...methods.maximage import PARSE_MODES, MaxImageHeads, pair_scores
 from ...metrics.pointing import (PhrasePointing, argmax_point, center_point, phrase_pointing,
-                                 pointing_hit, random_points)
+                                 pointing_hit, random_points, resized_argmax_point)
 from ...train.loop import HeadTraining, train_loop
 from .data import Corpus, Split, WordBank
 
 LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
+# How a map becomes a point, and whether the far box edges count (eq-pointing-hit): "resized" is
+# MultiGrounding's read-out (the map resized bilinearly to the image, its argmax pixel, closed box
+# edges), the chapter's rule; "cell-centre" is the centre of the argmax cell with half-open edges.
+POINT_RULES = {"resized": (resized_argmax_point, True), "cell-centre": (argmax_point, False)}
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,53 @@ class TrainConfig(HeadTraining):
     margin: float = 0.2  # triplet hinge
     score: str = "cosine"  # "cosine" (normalised v, t) or "dot" (the paper's Eq. 1)
     mask_same_text: bool = False  # drop same-text false negatives from the loss (needs caption_text)
+
+
+def rule_of(rule: str) -> tuple:
+    """(read-out, inclusive edges) of a pointing rule; a clear error for an unknown one."""
+    if rule not in POINT_RULES:
+        raise ValueError(f"rule must be one of {list(POINT_RULES)}, got {rule!r}")
+    return POINT_RULES[rule]
+
+
+def _bilinear_matrix(n_out: int, n_in: int) -> torch.Tensor:
+    """(n_out, n_in) float64: row i holds the weights bilinear resizing (``align_corners=False``,
+    as :func:`~fgclip.metrics.pointing.resized_argmax_point`) gives the input samples at output i."""
+    src = ((torch.arange(n_out, dtype=torch.float64) + 0.5) * (n_in / n_out) - 0.5).clamp_min(0)
+    lo = src.floor().long().clamp_max(n_in - 1)
+    lam = src - lo
+    r = torch.zeros(n_out, n_in, dtype=torch.float64)
+    r[torch.arange(n_out), lo] += 1 - lam
+    r[torch.arange(n_out), (lo + 1).clamp_max(n_in - 1)] += lam
+    return r
+
+
+@torch.no_grad()
+def map_points(heats: torch.Tensor, hws, rule: str = "resized") -> list[tuple[float, float]]:
+    """The point of every map of ``heats`` (K, h, w) on its image of size ``hws[k] = (H, W)``
+    under ``rule``: the points of :func:`~fgclip.metrics.pointing.resized_argmax_point` (or
+    :func:`~fgclip.metrics.pointing.argmax_point`) map by map, the resizing done for all maps
+    of one image size at once as R_H m R_W^T (:func:`_bilinear_matrix`). Beyond the outer cell
+    centres the resized map is flat and its rounding varies along the plateau, so the first
+    pixel within 1e-9 (relative) of the maximum is taken, as the single map's first maximum."""
+    read = rule_of(rule)[0]
+    if len(heats) != len(hws):
+        raise ValueError(f"map_points: {len(heats)} maps but {len(hws)} image sizes")
+    if read is not resized_argmax_point:
+        return [read(h, hw) for h, hw in zip(heats, hws)]
+    heats = torch.as_tensor(heats).double()
+    if heats.ndim != 3 or not torch.isfinite(heats).all():
+        raise ValueError(f"map_points: heat must be (K, h, w) and finite, got shape {tuple(heats.shape)}")
+    out: list = [None] * len(heats)
+    for hw in set(map(tuple, hws)):
+        ks = [k for k, x in enumerate(hws) if tuple(x) == hw]
+        big = (_bilinear_matrix(hw[0], heats.shape[1]) @ heats[ks] @ _bilinear_matrix(hw[1], heats.shape[2]).T
+               ).flatten(1)  # (k, H*W)
+        top = big.max(dim=1, keepdim=True).values
+        flat = (big >= top - 1e-9 * (top.abs() + 1)).byte().argmax(dim=1).tolist()  # first pixel of the top plateau
+        for k, f in zip(ks, flat):
+            out[k] = (float(f % hw[1]), float(f // hw[1]))
+    return out
 
 
 def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int,
@@ -151,11 +202,11 @@ def phrase_heats(heads: MaxImageHeads, v: torch.Tensor, words: WordBank, corpus:
 
 @torch.no_grad()
 def phrase_points(heads: MaxImageHeads, v: torch.Tensor, words: WordBank,
-                  corpus: Corpus, mode: str = "vector") -> list[tuple[float, float]]:
-    """Argmax point of every phrase's map (parse ``mode``), in image pixels; v from
-    :func:`project_images`."""
+                  corpus: Corpus, mode: str = "vector", rule: str = "resized") -> list[tuple[float, float]]:
+    """The point of every phrase's map (parse ``mode``) under the pointing ``rule``
+    (:data:`POINT_RULES`), in image pixels; v from :func:`project_images`."""
     heats = phrase_heats(heads, v, words, corpus, mode)
-    return [argmax_point(h, corpus.image_hw[ph.image]) for h, ph in zip(heats, corpus.phrases)]
+    return map_points(heats, [corpus.image_hw[ph.image] for ph in corpus.phrases], rule)
 
 
 @torch.no_grad()
@@ -198,13 +249,16 @@ def two_object_pairs(corpus: Corpus) -> list[tuple[int, int]]:
 
 @torch.no_grad()
 def head_word_points(heads: MaxImageHeads, v: torch.Tensor, words: WordBank,
-                     corpus: Corpus, phrase_ids: list[int]) -> dict[int, tuple[float, float]]:
-    """Argmax of the map of each phrase's last word (its head noun: the shape name)."""
+                     corpus: Corpus, phrase_ids: list[int], rule: str = "resized"
+                     ) -> dict[int, tuple[float, float]]:
+    """The point (pointing ``rule``) of the map of each phrase's last word (its head noun: the
+    shape name)."""
+    read = rule_of(rule)[0]
     out = {}
     for k in phrase_ids:
         ph = corpus.phrases[k]
         heat = caption_word_maps(heads, v, words, ph.image, ph.caption, ph.words[1])[-1]
-        out[k] = argmax_point(heat, corpus.image_hw[ph.image])
+        out[k] = read(heat, corpus.image_hw[ph.image])
     return out
 
 
@@ -238,11 +292,12 @@ def selectivity(points: dict[int, tuple[float, float]], pairs: list[tuple[int, i
 def evaluate_pointing(heads: MaxImageHeads, data: Split, modes: tuple[str, ...] = ("vector",),
                       min_box_area: float = 0.05, area_rule: str = "union"
                       ) -> dict[str, PhrasePointing]:
-    """Per-phrase pointing game of every parse mode on a split's phrases with boxes."""
+    """Per-phrase pointing game of every parse mode on a split's phrases with boxes (the
+    cell-centre rule with half-open edges, :func:`fgclip.metrics.pointing.phrase_pointing`'s)."""
     v = project_images(heads, data.img)
     hws = [data.corpus.image_hw[p.image] for p in data.corpus.phrases]
     boxes = [p.boxes for p in data.corpus.phrases]
-    return {m: phrase_pointing(phrase_points(heads, v, data.words, data.corpus, m), boxes, hws,
+    return {m: phrase_pointing(phrase_points(heads, v, data.words, data.corpus, m, "cell-centre"), boxes, hws,
                                min_box_area, area_rule=area_rule) for m in modes}
 
 

@@ -1,0 +1,400 @@
+"""The critique page of chapter 4 states nothing the run does not record.
+
+Every number on book/ch4_critique.md is either a named constant (an equation number, a
+symbolic scale such as 1/τ), a value of the chapter's results record, or a value derived from
+that record by DERIVED, and every sentence that reads a result off the run is one of CLAIMS,
+each checked against that record. The record is the built ``_build/results/ch4.json`` when it
+is from the current chapter (it has the planted control's fields), else
+tests/fixtures/ch4_record.json, a subset of the chapter's final run
+(``python -m fgclip run ch4 --runs-dir /tmp/runs_ch4_final38``) written by :func:`subset`.
+"""
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "book" / "ch4_critique.md"
+FIXTURE = ROOT / "tests" / "fixtures" / "ch4_record.json"
+BUILT = ROOT / "_build" / "results" / "ch4.json"
+
+CONSTANTS = {  # named constants on the page: not results of the run
+    r"Eq\. 9": "the paper's equation number",
+    r"-?1/[τk]": "symbolic scales: CLIP's temperature, k categories present",
+}
+SOFTMAX, AFFINE, BIAS = "softmax (paper)", "sigmoid+affine", "sigmoid+bias"
+CANNOT = "the test cannot decide here"
+
+
+def _t975(df: int) -> float:
+    from scipy.stats import t
+    return float(t.ppf(0.975, df))
+
+
+def DERIVED(rec: dict) -> dict:
+    """Values the page prints that the record implies but does not store."""
+    sd = statistics.stdev(rec["a_a_control"]["seed_differences"])
+    n = len(rec["seeds"])
+    return {"t at the comparisons' seeds": _t975(n - 1), "A/A seed-difference sd": sd,
+            "A/A half-width at the comparisons' seeds": _t975(n - 1) * sd / n ** 0.5}
+
+
+def _sentence_of(text: str, phrase: str) -> bool:
+    return re.search(phrase, " ".join(text.split()), flags=re.I) is not None
+
+
+def _f(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def _v(rec: dict, claim: str, arm_b: str | None = None) -> dict:
+    """The one verdict with ``claim`` (against ``arm_b`` when given), among the chapter's
+    verdicts and the full-vs-zero-shot ones."""
+    pool = rec["verdicts"] + rec["full_vs_zero_shot"]["verdicts"]
+    found = [v for v in pool if v["claim"] == claim and (arm_b is None or v["arms"][1] == arm_b)]
+    assert len(found) == 1, f"ch4.json: {len(found)} verdicts with claim {claim!r} against {arm_b!r}"
+    return found[0]
+
+
+def _rule(rec: dict, pct: int, arm_b: str) -> dict:
+    return _v(rec, f"scoring rule of the full model, {pct}% known (mAP on p)", arm_b)
+
+
+def _avg(rec: dict, arm_b: str) -> dict:
+    return _v(rec, "average over 3 proportions, mAP on p", arm_b)
+
+
+def _reads(v: dict, verdict: str, *numbers: float) -> bool:
+    """The verdict is ``verdict`` and prints as ``numbers`` (difference, then the interval)."""
+    return v["verdict"] == verdict and [_f(x) for x in numbers] == [_f(v[k]) for k in
+                                                                    ("difference", "ci_low", "ci_high")[:len(numbers)]]
+
+
+def _check(rec: dict, arm: str) -> dict:
+    (c,) = [c for c in rec["convergence_checks"] if c["arm"] == arm]
+    return c
+
+
+def _row(rec: dict, arm: str) -> dict:
+    (r,) = [r for r in rec["selection_table"] if r["hyperparameter"] == f"lr, epochs ({arm})"]
+    return r
+
+
+def _pct(x: float) -> int:
+    return round(100 * x)
+
+
+def _planted_affine_improving(rec: dict) -> bool:
+    c = rec["planted_control"]["arms"]["full, sigmoid+affine"]["check"]
+    return not c["converged"] and c["best epoch"] == c["horizon"] > c["budget"]
+
+
+def _grid_seeds(rec: dict) -> bool:
+    """Every trained arm of the selection table, and both planted arms, use the same two seeds
+    (the first evaluation seeds) at 50% known."""
+    two = rec["seeds"][:2]
+    rows = [r for r in rec["selection_table"] if r["hyperparameter"].startswith("lr, epochs")]
+    return (len(rows) == 6 and all(r["split"].endswith(f"50% known, seeds {two}") for r in rows)
+            and len({r["candidates"] for r in rows}) == 1
+            and all(a["selection"]["seeds"] == two for a in rec["planted_control"]["arms"].values()))
+
+
+def _central_converged(rec: dict) -> bool:
+    rows = [_row(rec, "full (paper, softmax)"), _row(rec, "full, sigmoid+affine")]
+    return (all(r["converged"].startswith("yes") for r in rows) and all("epochs 1..12" in r["candidates"] for r in rows)
+            and rec["full_vs_zero_shot"]["convergence"]["budget"] == 12)
+
+
+def _affine_choice(rec: dict) -> bool:
+    c = _check(rec, "full, sigmoid+affine")
+    return ("8 epochs" in _row(rec, "full (paper, softmax)")["chosen"] and rec["full_vs_zero_shot"]["convergence"]["epochs"] == 8
+            and c["converged"] and c["chosen"] == c["best epoch"] == 12 and c["horizon"] == 16)
+
+
+def _bias_improving(rec: dict) -> bool:
+    c = _check(rec, "full, sigmoid+bias")
+    return not c["converged"] and c["best epoch"] == c["horizon"] == 16 > c["budget"]
+
+
+def _pairs(rec: dict) -> bool:
+    pairs = rec["planted_control"]["pairs"]
+    return all(len(p) == 2 for p in pairs) and sorted(x for p in pairs for x in p) == sorted(rec["categories"])
+
+
+def _unknown_zero(rec: dict) -> bool:
+    g = rec["gradients"]
+    return g["softmax"]["unknown"] > 0 and all(g[a][k] == 0 for a in (BIAS, AFFINE)
+                                               for k in ("unknown", "unknown up", "unknown down", "coupling share"))
+
+
+def _aa_spread(rec: dict) -> bool:
+    d = DERIVED(rec)
+    return (round(d["A/A seed-difference sd"], 3) == 0.015 and round(d["A/A half-width at the comparisons' seeds"], 3)
+            == 0.024 > rec["margin"] and len(rec["seeds"]) == 4)
+
+
+def _aa_passed(rec: dict) -> bool:
+    aa = rec["a_a_control"]
+    return (all(c["negative_passed"] for c in rec["controls"]) and aa["n_seeds"] == 10
+            and _reads(aa, "equivalent", 0.007, -0.005, 0.019) and aa["margin"] == rec["margin"])
+
+
+def _power(rec: dict) -> bool:
+    p, v = rec["power_check"], _rule(rec, 50, AFFINE)
+    return (p["claim"] == v["claim"] and p["arms"] == [SOFTMAX, AFFINE] and round(p["half_width"], 3) == 0.039
+            and round(p["target"], 3) == 0.010 and p["target"] == rec["margin"] / 2 and abs(v["difference"]) < rec["margin"])
+
+
+def _affine_everywhere(rec: dict) -> bool:
+    vs = [_rule(rec, pct, AFFINE) for pct in (10, 50, 90)]
+    return ([_f(v["difference"]) for v in vs] == ["+0.018", "+0.008", "+0.013"]
+            and all(v["verdict"] == "cannot tell" and v["ci_low"] < 0 and v["ci_high"] > v["margin"] for v in vs))
+
+
+def _bias_sides(rec: dict) -> bool:
+    return (_reads(_rule(rec, 50, BIAS), "A better", 0.118) and _reads(_rule(rec, 90, BIAS), "A better", 0.120)
+            and _rule(rec, 10, BIAS)["verdict"] == "cannot tell")
+
+
+def _p_vs_s(rec: dict) -> bool:
+    v = _v(rec, "full model, ranked by p or by s")
+    return (v["arms"] == ["p (Eq. 9)", "s"] and _reads(v, "A better", 0.027, 0.009, 0.045)
+            and abs(v["mean_a"] - _avg(rec, "zero-shot")["mean_a"]) < 1e-9)
+
+
+def _zero_shot_sides(rec: dict) -> bool:
+    return (_reads(_v(rec, "full model vs zero-shot, 10% known"), "B better", -0.151)
+            and _reads(_v(rec, "full model vs zero-shot, 50% known"), "A better", 0.049)
+            and _reads(_v(rec, "full model vs zero-shot, 90% known"), "A better", 0.071))
+
+
+def _start(rec: dict) -> bool:
+    s = rec["full_vs_zero_shot"]["start"]
+    return s["known"] == 0.5 and round(s["untrained"], 3) == 0.445 and round(s["zero-shot"], 3) == 0.690
+
+
+def _pointing(rec: dict) -> bool:
+    v = _v(rec, "pointing, full model at 50% known")
+    return (v["arms"] == ["decoupling attention", "image centre"] and _reads(v, "A better", 0.244, 0.191, 0.298)
+            and [round(v["mean_a"], 3), round(v["mean_b"], 3)] == [0.561, 0.316]
+            and v["ci_low"] > v["margin"] == rec["pointing_margin"] == 0.05)
+
+
+CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record must say)
+    (r"34% of the unknown entries were pushed up and 63% down",
+     lambda r: [_pct(r["gradients"]["softmax"][k]) for k in ("unknown up", "unknown down")] == [34, 63]),
+    (r"with the known negatives' own terms deleted 94% of their gradient remained",
+     lambda r: _pct(r["gradients"]["softmax"]["coupling share"]) == 94),
+    (r"under both sigmoids the gradient at every unknown entry was exactly zero", _unknown_zero),
+    (r"87% of the known negatives sat at or under the margin under the softmax, against 51% and 46% under the "
+     r"sigmoid with a bias and the affine sigmoid",
+     lambda r: [_pct(r["gradients"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [87, 51, 46]),
+    (r"at 10%, 50% and 90% known labels, over four training seeds in the chapter's run",
+     lambda r: r["full_vs_zero_shot"]["known"] == [0.1, 0.5, 0.9] and len(r["seeds"]) == 4
+     and all(v["n_seeds"] == 4 for v in r["verdicts"] if not v["claim"].startswith("A/A"))),
+    (r"the same two seeds, at the middle proportion", _grid_seeds),
+    (r"both arms of the central comparison converged within a budget of 12 epochs", _central_converged),
+    (r"the softmax was chosen at epoch 8, and the affine sigmoid at 12 and still best there when trained on to 16",
+     _affine_choice),
+    (r"The sigmoid with a bias only was still improving at 16, under-trained at this budget, and so was the affine "
+     r"sigmoid on the planted world", lambda r: _bias_improving(r) and _planted_affine_improving(r)),
+    (r"two points of mAP by default and in the final run",
+     lambda r: r["margin"] == 0.02 and all(v["margin"] == 0.02 for v in r["verdicts"] if "mAP" in v["claim"])),
+    (r"every category paired with another", _pairs),
+    (r"The prediction, written into the chapter before its run: the softmax must lose there",
+     lambda r: {c["effect"] for c in r["controls"]} == {"B better"}
+     and r["planted_control"]["verdict"]["arms"] == [SOFTMAX, AFFINE]),
+    (r"at the four seeds of the other comparisons that t is about 3\.2",
+     lambda r: len(r["seeds"]) == 4 and round(DERIVED(r)["t at the comparisons' seeds"], 1) == 3.2),
+    (r"ten seeds a side in the default run and in the final one",
+     lambda r: r["a_a_control"]["n_seeds"] == 10 and r["a_a_control"]["claim"].endswith("10 vs 10 seeds")),
+    (r"the frozen toy-rn, four seeds", lambda r: r["model"] == "toy-rn" and len(r["seeds"]) == 4),
+    (r"The positive control did not fire", lambda r: not any(c["positive_passed"] for c in r["controls"])),
+    (r"on the planted world the softmax did not lose to the affine sigmoid, 0\.654 against 0\.633, a difference of "
+     r"\+0\.022 \[-0\.003, \+0\.046\] that the run cannot tell at this size",
+     lambda r: _reads(r["planted_control"]["verdict"], "cannot tell", 0.022, -0.003, 0.046)
+     and [round(r["planted_control"]["verdict"][k], 3) for k in ("mean_a", "mean_b")] == [0.654, 0.633]),
+    (r"The prediction above was therefore not borne out on this world, at this budget \(its affine sigmoid was "
+     r"still improving\)",
+     lambda r: r["planted_control"]["verdict"]["verdict"] != "B better" and _planted_affine_improving(r)),
+    (r"The negative control passed: the A/A came out equivalent within the margin, \+0\.007 \[-0\.005, \+0\.019\] "
+     r"at ten seeds a side", _aa_passed),
+    (r"standard deviation of 0\.015, which at four seeds a side would give a half-width of about 0\.024, wider "
+     r"than the margin", _aa_spread),
+    (r"With one control silent, the falsification concludes at every proportion that the test cannot decide here",
+     lambda r: len(r["controls"]) == 3 and {c["conclusion"] for c in r["controls"]} == {CANNOT}
+     and sum(c["positive_passed"] + c["negative_passed"] for c in r["controls"]) == 3),
+    (r"The power check was not met", lambda r: r["power_check"]["met"] is False),
+    (r'Its "cannot tell" says more about the size of the run than about the softmax',
+     lambda r: _rule(r, 50, AFFINE)["verdict"] == "cannot tell" and r["power_check"]["met"] is False),
+    (r"half-width 0\.039 against a target of 0\.010, half the margin, since its difference is smaller than the margin",
+     _power),
+    (r"Against the affine sigmoid the run cannot tell at any proportion \(\+0\.018 at 10%, \+0\.008 at 50%, "
+     r"\+0\.013 at 90% known\), each interval reaching below zero and beyond the margin", _affine_everywhere),
+    (r"the box reports the same verdict at every proportion", lambda r: r["same_verdict_across_proportions"] is True),
+    (r"Against the sigmoid with a bias only, the softmax is better at 50% and at 90% known \(\+0\.118 and \+0\.120\) "
+     r"and the run cannot tell at 10%", _bias_sides),
+    (r"that sigmoid was under-trained at this budget", _bias_improving),
+    (r"the full model is better than ranked by its score s, \+0\.027 \[\+0\.009, \+0\.045\] in mAP averaged over "
+     r"the three proportions", _p_vs_s),
+    (r"it is better than its untrained initialisation \(\+0\.235\) and than the logistic regression \(\+0\.227\)",
+     lambda r: _reads(_avg(r, "untrained init"), "A better", 0.235)
+     and _reads(_avg(r, "logistic regression"), "A better", 0.227)),
+    (r"the run cannot tell it from zero-shot \(-0\.010\) or from the prompts-only ablation \(-0\.010\)",
+     lambda r: _reads(_avg(r, "zero-shot"), "cannot tell", -0.010)
+     and _reads(_avg(r, "prompts only"), "cannot tell", -0.010)),
+    (r"the decoupling-only ablation is better than it \(-0\.037 \[-0\.060, -0\.015\]\), so adding the learned "
+     r"prompts to the decoupling module lowered mAP on the toy world",
+     lambda r: _reads(_avg(r, "decoupling only"), "B better", -0.037, -0.060, -0.015)),
+    (r"zero-shot is better at 10% known \(-0\.151\), the full model at 50% \(\+0\.049\) and at 90% \(\+0\.071\)",
+     _zero_shot_sides),
+    (r"Untrained, at 50% known, it starts at 0\.445, below zero-shot's 0\.690", _start),
+    (r"its prompts end a mean cosine distance of 0\.016 from the hand prompt",
+     lambda r: round(r["full_vs_zero_shot"]["prompt drift"], 3) == 0.016),
+    (r"its chosen epoch, 8 of 12, is before the budget's end \(converged\)",
+     lambda r: (lambda c: c["epochs"] == 8 < c["budget"] == 12 and c["converged"])(r["full_vs_zero_shot"]["convergence"])),
+    (r"At 50% known the argmax of the decoupling attention beats the image centre, a hit rate of 0\.561 against "
+     r"0\.316, \+0\.244 \[\+0\.191, \+0\.298\], beyond the pointing margin of 0\.05 even at the interval's low end",
+     _pointing),
+]
+RESULT_WORDS = (r"\b(better|worse|fails?|failed|passed|fired?|lose|lost|cannot decide|cannot tell|equivalent|exactly "
+                r"zero|converged|under-trained|still improving|not met|chose|chosen|borne out|beats|lowered)\b")
+
+
+def _verdict_subset(v: dict) -> dict:
+    return {k: v[k] for k in ("claim", "arms", "verdict", "mean_a", "mean_b", "difference", "ci_low", "ci_high",
+                              "confidence", "n_seeds", "margin")}
+
+
+def subset(record: dict) -> dict:
+    """The fields of a chapter-4 record that the page's claims read."""
+    keep = ("seeds", "model", "categories", "margin", "pointing_margin", "power_check", "gradients",
+            "same_verdict_across_proportions", "selection_table")
+    planted, fvz = record["planted_control"], record["full_vs_zero_shot"]
+    return {**{k: record[k] for k in keep},
+            "a_a_control": {**_verdict_subset(record["a_a_control"]),
+                            "seed_differences": record["a_a_control"]["seed_differences"]},
+            "verdicts": [_verdict_subset(v) for v in record["verdicts"]],
+            "controls": [{"test": c["test"]["claim"], **{k: c[k] for k in ("effect", "positive_passed", "negative_passed",
+                                                                           "conclusion")}} for c in record["controls"]],
+            "convergence_checks": [{k: c[k] for k in c if k != "mean curve"} for c in record["convergence_checks"]],
+            "planted_control": {"verdict": _verdict_subset(planted["verdict"]), "pairs": planted["pairs"],
+                                "arms": {a: {"selection": {k: x["selection"][k] for k in ("lr", "epochs", "seeds",
+                                                                                           "budget")},
+                                             "check": x["check"]} for a, x in planted["arms"].items()}},
+            "full_vs_zero_shot": {"verdicts": [_verdict_subset(v) for v in fvz["verdicts"]],
+                                  **{k: fvz[k] for k in ("known", "start", "prompt drift", "convergence")}}}
+
+
+def _record() -> dict:
+    if BUILT.is_file():
+        built = json.loads(BUILT.read_text())
+        if ({"planted_control", "a_a_control", "convergence_checks", "full_vs_zero_shot"} <= set(built)
+                and "pairs" in built["planted_control"]):
+            return built
+    return json.loads(FIXTURE.read_text())
+
+
+def _unmarked(text: str) -> str:
+    """The page without code blocks and spans, maths and MyST roles."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    return re.sub(r"\{\w+\}`[^`]*`|`[^`]*`|\$[^$]*\$", " ", text)
+
+
+def _prose(text: str) -> str:
+    """The page without markup and named constants."""
+    text = _unmarked(text)
+    for pattern in CONSTANTS:
+        text = re.sub(pattern, " ", text)
+    return text
+
+
+def _numbers(record) -> set[str]:
+    """Every number of the record and of DERIVED as the page may print it (integers; floats at
+    1-3 decimals; shares in [0, 1] as whole per cents)."""
+    out: set[str] = set()
+
+    def walk(x):
+        if isinstance(x, bool) or x is None:
+            return
+        if isinstance(x, (int, float)):
+            out.update({f"{v:g}" for v in (x, abs(x))} | {f"{v:.{k}f}" for v in (x, abs(x)) for k in (1, 2, 3)})
+            if float(x).is_integer():
+                out.add(str(int(x)))
+            elif 0 <= x <= 1:
+                out.add(f"{_pct(x)}%")
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk(record)
+    walk(DERIVED(record))
+    return out
+
+
+def test_every_number_on_the_page_is_a_constant_or_in_the_record():
+    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?%?", _prose(PAGE.read_text()))
+    assert numbers, "the page prints no number: the test would pass vacuously"
+    missing = [n for n in numbers if n not in _numbers(_record())]
+    assert not missing, f"book/ch4_critique.md prints {missing}, neither a named constant nor in ch4.json"
+
+
+@pytest.mark.parametrize("phrase, check", CLAIMS, ids=[c[0][:40] for c in CLAIMS])
+def test_each_claim_is_on_the_page_and_matches_the_record(phrase, check):
+    assert _sentence_of(PAGE.read_text(), phrase), f"book/ch4_critique.md no longer says {phrase!r}: drop the claim"
+    assert check(_record()), f"book/ch4_critique.md says {phrase!r}, which ch4.json does not"
+
+
+def test_result_sentences_are_all_checked_claims():
+    """A sentence that reads a result off the run (a verdict word in a sentence that names the
+    run or prints a number other than a named constant) must contain one of CLAIMS."""
+    blocks = re.split(r"\n\s*\n|\n(?=#)|\n(?=- )", _unmarked(PAGE.read_text()))  # paragraphs, headings, items
+    sentences = [s for b in blocks for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*(-])", " ".join(b.split()))]
+    loose = [s for s in sentences if re.search(RESULT_WORDS, s, flags=re.I)
+             and re.search(r"\brun\b|(?<![\w.])\d", _prose(s)) and not any(_sentence_of(s, p) for p, _ in CLAIMS)]
+    assert not loose, f"result sentences without a checked claim: {loose}"
+
+
+def _claim(prefix: str):
+    """The check of the one claim whose phrase starts with ``prefix``."""
+    (check,) = [c for p, c in CLAIMS if p.startswith(prefix)]
+    return check
+
+
+def test_the_checks_fail_on_a_record_that_disagrees():
+    rec = json.loads(FIXTURE.read_text())
+    assert all(check(rec) for _, check in CLAIMS), "the fixture itself must agree with the page"
+    pv = rec["planted_control"]["verdict"]
+    pv["verdict"], pv["mean_a"], pv["ci_high"] = "B better", 0.6, -0.03  # the planted control fired after all
+    for c in rec["controls"]:
+        c["positive_passed"], c["conclusion"] = True, "the softmax is not the mechanism"
+    rec["gradients"]["sigmoid+affine"]["unknown"] = 1e-7  # a sigmoid leaking gradient to unknown entries
+    rec["a_a_control"]["seed_differences"] = [0.05, -0.05, 0.04, -0.04]  # a wider spread
+    for c in rec["convergence_checks"]:
+        if c["arm"] == "full, sigmoid+bias":  # converged after all
+            c["converged"], c["best epoch"] = True, 12
+    for v in rec["verdicts"]:
+        if v["arms"] == ["full (paper)", "decoupling only"]:  # the ablation no longer better
+            v["verdict"], v["ci_high"] = "cannot tell", 0.01
+        if v["claim"].startswith("pointing"):  # beaten by less than the pointing margin at the low end
+            v["ci_low"] = 0.03
+    rec["power_check"]["met"] = True
+    rec["planted_control"]["pairs"][0] = ["pentagon", "pentagon"]
+    failed = {p for p, check in CLAIMS if not check(rec)}
+    expected = {"on the planted world the softmax did not lose", "The prediction above was therefore not borne out",
+                "The positive control did not fire", "With one control silent",
+                "under both sigmoids the gradient at every unknown entry", "standard deviation of 0\\.015",
+                "The sigmoid with a bias only was still improving", "that sigmoid was under-trained",
+                "the decoupling-only ablation is better", "At 50% known the argmax", "The power check was not met",
+                "every category paired with another", 'Its "cannot tell" says more'}
+    assert {p for p in failed for e in expected if p.startswith(e)} == failed and len(failed) == len(expected), \
+        sorted(failed)
+    rec["power_check"]["half_width"] = 0.05  # the page's 0.039 is then in no field of the record
+    assert "0.039" not in _numbers(rec)
+    rec["seeds"] = rec["seeds"] + [4]  # five comparison seeds: t at 4 df is 2.8, not 3.2
+    assert not _claim(r"at the four seeds of the other comparisons")(rec)
+    assert not _claim(r"the frozen toy-rn, four seeds")(rec)

@@ -124,6 +124,9 @@ def test_a_best_epoch_within_the_patience_is_not_converged_and_a_grid_edge_lr_is
     largest = select_lr_epochs("largest", lambda lr, s, e: [lr - abs(k - 2) for k in range(e)], SelectionGrid(epochs=12))
     assert largest.lr_edge == "largest"
     assert Selection.from_dict(largest.to_dict()) == largest
+    first = select_lr_epochs("first", lambda lr, s, e: [-k - abs(lr - 3e-3) for k in range(e)], SelectionGrid(epochs=12))
+    assert (first.epochs, first.converged, first.lr_edge) == (1, True, "")
+    assert first.caveat() == " (best at the first epoch: the curve only fell after it)"
 
 
 @pytest.mark.parametrize("kwargs, message", [(dict(lrs=(1e-3, 1e-2)), "at least 3"),

@@ -13,7 +13,7 @@ reader can see that each arm converged or did not. Converged means the mean curv
 peaked at least P epochs before the budget ran out (P, the patience, is a quarter of E, at
 least 1): a best epoch near the budget's end may be a curve still rising through noise. A
 choice at the grid's smallest or largest lr is flagged too (``lr_edge``): a lr beyond the
-grid might have done better.
+grid might have done better; so is a best epoch of 1 (the curve only fell after its first point).
 Nothing here ever sees a test split: the caller's ``run`` scores validation data only.
 """
 from __future__ import annotations
@@ -71,6 +71,9 @@ class Selection:
         parts = [] if self.converged else [f"best within the budget's last {self.patience} epochs: may not have "
                                            f"converged"]
         parts += [f"lr at the grid's {self.lr_edge} end"] if self.lr_edge else []
+        # the other edge of the budget: the curve only fell after its first point (a smaller lr,
+        # or a finer first step, might have done better); not a failure to converge
+        parts += ["best at the first epoch: the curve only fell after it"] if self.epochs == 1 < self.budget else []
         return f" ({'; '.join(parts)})" if parts else ""
 
     def mean_curve(self, lr: float | None = None) -> np.ndarray:

@@ -83,7 +83,7 @@ d_model: int = 16  # decoder width [> 0]
 residual: bool = False  # m-residual (t_i is m plus U h_i); False is the paper's design, t_i is U h_i
 train_out: bool = True  # fine-tune the pooling's output projection W_c (the setting where forgetting can happen)
 epochs: int = 6  # the budget E: every trained arm's schedule is chosen among 1..E passes over the fit images [at least 1]
-batch_size: int = 32  # [> 0]
+batch_size: int = 32  # fixed beforehand for every arm, not chosen on validation (inherited from an earlier version of the chapter) [> 0]
 lrs: list[float] = [1e-3, 3e-3, 1e-2]  # the one learning-rate grid of every trained arm (at least 3, log-spaced) [non-empty; each > 0]
 margin: float = 0.02  # margin of practical equivalence for every AP difference, declared before the run [> 0]
 fixed_threshold: float = 5e-4  # the paper's pseudo-label threshold (set for 21,843 ImageNet-21K names) [0 to 1]
@@ -541,7 +541,8 @@ write_results(results_path, {
 #
 # **The headline against the baselines.** The headline arm is FOR as this chapter trains it: the paper's two losses
 # with the pooling's output projection $W_c$ trainable (so that forgetting can happen); the paper's own head, with
-# the whole pooling frozen and $t_i = U h_i$, is the arm after it. FOR against Cluster-CLIP:
+# the whole pooling frozen and $t_i = U h_i$, is the arm after it (the paper's configuration at toy size: the
+# `n_queries`, `d_model` and `n_layers` parameters, where the paper uses 50 queries at CLIP's width). FOR against Cluster-CLIP:
 # {glue:md}`ch3-for-cluster`. FOR against CLIP's global embedding: {glue:md}`ch3-for-global`. The paper's head against
 # FOR: {glue:md}`ch3-paper-head`; against Cluster-CLIP: {glue:md}`ch3-paper-cluster`; against CLIP's global
 # embedding: {glue:md}`ch3-paper-global`. {glue:md}`ch3-global-slot`

@@ -111,7 +111,8 @@ def gain_verdict(rows: pd.DataFrame, arm: str, start: str, folds: Sequence[Seque
     m = [by.loc[role].unstack("fold").reindex(index=list(seeds), columns=range(len(folds))).to_numpy(np.float64)
          for role in ("base", "novel")]
     return compare(*m, claim=f"{arm}: gain over {start}, base vs novel categories ({metric})", arms=GAIN_ARMS,
-                   unit="(fold, seed) mean gains", margin=margin, seed=seed)
+                   unit="(fold, seed) mean gains", cluster_unit="folds (one trained head each)", margin=margin,
+                   seed=seed)
 
 
 SLOT_FIELDS = ("share", "learned_wins", "pairs", "queries", "queries_reordered", "queries_ap_changed",

@@ -83,7 +83,7 @@ def test_every_third_party_import_is_declared():
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     names = " ".join(declared["dependencies"] + sum(declared["optional-dependencies"].values(), [])).lower()
     distribution = {"PIL": "pillow", "sklearn": "scikit-learn", "yaml": "pyyaml", "IPython": "ipython",
-                    "open_clip": "open_clip_torch", "faiss": "faiss-cpu", "myst_nb": "myst-nb"}
+                    "open_clip": "open_clip_torch", "faiss": "faiss-cpu", "myst_nb": "myst-nb", "jupyter_cache": "jupyter-cache"}
     stdlib = set(sys.stdlib_module_names) | {"fgclip"}
     missing = set()
     for path in (REPO / "src" / "fgclip").rglob("*.py"):

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from critique_claims import claim_check, printed_numbers, sentence_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "ch2_critique.md"
@@ -28,8 +29,7 @@ CONSTANTS = {  # named constants on the page: not results of the run
 }
 
 
-def _sentence_of(text: str, phrase: str) -> bool:
-    return re.search(phrase, " ".join(text.split()), flags=re.I) is not None
+_sentence_of = sentence_of
 
 
 def _verdict(rec: dict, claim: str) -> str:
@@ -232,23 +232,7 @@ def _prose(text: str) -> str:
 
 def _numbers(record) -> set[str]:
     """Every number of the record as the page may print it (integers; floats at 1-3 decimals)."""
-    out: set[str] = set()
-
-    def walk(x):
-        if isinstance(x, bool) or x is None:
-            return
-        if isinstance(x, (int, float)):
-            out.update({f"{v:g}" for v in (x, abs(x))} | {f"{v:.{k}f}" for v in (x, abs(x)) for k in (1, 2, 3)})
-            if float(x).is_integer():
-                out.add(str(int(x)))
-        elif isinstance(x, dict):
-            for k, v in x.items():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-    walk(record)
-    return out
+    return printed_numbers(record)
 
 
 def test_every_number_on_the_page_is_a_constant_or_in_the_record():
@@ -276,9 +260,7 @@ def test_result_sentences_are_all_checked_claims():
 
 
 def _claim(prefix: str):
-    """The check of the one claim whose phrase starts with ``prefix``."""
-    (check,) = [c for p, c in CLAIMS if p.startswith(prefix)]
-    return check
+    return claim_check(CLAIMS, prefix)
 
 
 def test_the_checks_fail_on_a_record_that_disagrees():

@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from critique_claims import claim_check, printed_numbers, sentence_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "ch4_critique.md"
@@ -41,8 +42,7 @@ def DERIVED(rec: dict) -> dict:
             "A/A half-width at the comparisons' seeds": _t975(n - 1) * sd / n ** 0.5}
 
 
-def _sentence_of(text: str, phrase: str) -> bool:
-    return re.search(phrase, " ".join(text.split()), flags=re.I) is not None
+_sentence_of = sentence_of
 
 
 def _f(x: float) -> str:
@@ -314,26 +314,7 @@ def _prose(text: str) -> str:
 def _numbers(record) -> set[str]:
     """Every number of the record and of DERIVED as the page may print it (integers; floats at
     1-3 decimals; shares in [0, 1] as whole per cents)."""
-    out: set[str] = set()
-
-    def walk(x):
-        if isinstance(x, bool) or x is None:
-            return
-        if isinstance(x, (int, float)):
-            out.update({f"{v:g}" for v in (x, abs(x))} | {f"{v:.{k}f}" for v in (x, abs(x)) for k in (1, 2, 3)})
-            if float(x).is_integer():
-                out.add(str(int(x)))
-            elif 0 <= x <= 1:
-                out.add(f"{_pct(x)}%")
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-    walk(record)
-    walk(DERIVED(record))
-    return out
+    return printed_numbers(record, DERIVED(record), percent=_pct)
 
 
 def test_every_number_on_the_page_is_a_constant_or_in_the_record():
@@ -360,9 +341,7 @@ def test_result_sentences_are_all_checked_claims():
 
 
 def _claim(prefix: str):
-    """The check of the one claim whose phrase starts with ``prefix``."""
-    (check,) = [c for p, c in CLAIMS if p.startswith(prefix)]
-    return check
+    return claim_check(CLAIMS, prefix)
 
 
 def test_the_checks_fail_on_a_record_that_disagrees():

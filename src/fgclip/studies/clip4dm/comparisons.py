@@ -195,20 +195,18 @@ def transfer_verdicts(units: pd.DataFrame, attrs: dict[int, Attributions], val: 
         keep = {"own": vt == t, "transferred": np.isin(vt, others)}
         f1 = {k: np.full(len(units), np.nan) for k in keep}
         acc = {k: np.full(len(units), np.nan) for k in keep}
-        eps_of = []
+        eps_of, is_t = [], units.foil_type.eq(t).to_numpy()
         for s in sorted(attrs):
             rows = (units.seed == s).to_numpy()
-            is_t = units.foil_type.eq(t).to_numpy()[rows]
             labels = labels_of(attrs[s], units[rows])
             e = {}
             for k, where in keep.items():
                 e[f"ε F1 {k}"] = tune_eps_f1(val_attr, val_labels, where & halves[s])
                 e[f"ε paired {k}"] = tune_eps_paired(val_attr, val, where & halves[s], "threshold")
                 f1[k][rows] = [caption_f1(w, y, e[f"ε F1 {k}"]) if m else np.nan
-                               for w, y, m in zip(attrs[s].w, labels, is_t)]
+                               for w, y, m in zip(attrs[s].w, labels, is_t[rows])]
                 acc[k][rows] = threshold_paired(units[rows], attrs[s].cos, attrs[s].w, e[f"ε paired {k}"])
             eps_of.append(e)
-        is_t = units.foil_type.eq(t).to_numpy()
         unit = f"{t} foil captions (ε tuned per draw on half the val images)"
         out.append(compare_units(units, f1["own"], f1["transferred"], is_t, claim=f"word F1 on {t} foils",
                                  arms=("own ε", "transferred ε"), unit=unit, seed=seed, margin=margins.rank))

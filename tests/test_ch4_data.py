@@ -169,3 +169,23 @@ def test_feature_cache_key_follows_the_weights():
     assert weights_digest(a) == weights_digest(b)
     path = lambda w: feature_cache_path("/c", "m", "none", "/d", "voc", "trainval", "T", w)  # noqa: E731
     assert path(weights_digest(a)) != path(weights_digest(torch.nn.Linear(3, 2)))
+
+
+def test_real_voc_layout_at_10_percent_known_runs_or_is_refused_before_any_work(layouts, tmp_path):
+    """The chapter on the real VOC 2007 layout (real photos) at 10% known with gpu-full's
+    val_fraction: it either runs to its results, or stops before any image is encoded with an
+    error that names val_fraction (the refusal comes right after the labels are read)."""
+    from conftest import run_through_runner
+
+    cache = tmp_path / "cache"
+    params = {"data_root": str(layouts["voc"]), "data_format": "voc", "train_split": "trainval", "test_split": "test",
+              "n_train": 0, "n_test": 0, "proportions": [0.1], "val_fraction": 0.1, "planted_n": [8, 8],
+              "cache_dir": str(cache), "n_seeds": 2, "a_a_seeds": 2, "epochs": 1, "check_epochs": 0}
+    try:
+        results = run_through_runner("ch4", params, tmp_path / "runs")
+    except Exception as err:  # papermill's error carries the cell's exception and message
+        assert "val_fraction" in str(err) and "known positive" in str(err), str(err)[-2000:]
+        print("refused:", str(err).strip().splitlines()[-1][:300])
+        assert not list(cache.rglob("*.pt")), "features were encoded before the refusal"
+    else:
+        assert results["n_val"] >= 1 and results["verdicts"]

@@ -133,3 +133,21 @@ def test_full_vs_zero_shot_record():
     assert d["prompt drift"] == pytest.approx(0.0, abs=1e-6) and d["start"]["untrained"] == pytest.approx(zs.mean() - 0.2)
     assert d["convergence"]["val first epoch"] == pytest.approx(0.4) and not d["convergence"]["converged"]
     assert d["context tokens"] == 0  # a head without a prompt learner
+    assert d["validation curves"] is None
+    zs_text = dfind.zero_shot_clause(d)
+    assert "Untrained (no label has been seen yet), it starts at mAP" in zs_text and "trained at lr" not in zs_text
+    rec = {"arm": "full", "lr": 0.01, "budget": 8, "chosen": 8, "seeds": [0, 1], "zero-shot": 0.6, "untrained": 0.4,
+           "per known": [{"known": 0.1, "mean curve": [0.5] * 8, "best epoch": 1, "best": 0.5, "at chosen": 0.5,
+                          "median known positives": 3.0}]}
+    d = dcmp.full_vs_zero_shot(sweep, rhos, 0, 0.02, text, {"full": rec, "other": {**rec, "arm": "other"}})
+    zs_text = dfind.zero_shot_clause(d)
+    assert zs_text.count("trained at lr 0.01") == 2 and ". full, trained at lr" in zs_text and ". other, " in zs_text
+
+
+def test_planted_clause_names_the_crowding_it_plants_too():
+    run = _planted(-0.07)
+    assert "crowded" not in dfind.planted_clause(run)  # no reference: no claim about crowding
+    run.reference_labels, run.labels_per_image = 1.98, lambda: 3.91
+    text = dfind.planted_clause(run)
+    assert "its images hold 3.91 categories on average against 1.98 in the chapter's world" in text
+    assert "reads the two together" in text

@@ -112,7 +112,7 @@ def test_negative_control_fails_when_an_effect_is_planted_into_the_a_a_compariso
     ap = {(darms.FULL, 0.5, "p"): base + rng.normal(0, 0.005, (4, 32))}
     assert dcmp.a_a_verdict(ap, 0.5, seed=0, margin=0.02).verdict == verdicts.EQUIVALENT
     planted = ap[darms.FULL, 0.5, "p"].copy()
-    planted[2:] -= 0.05  # the second half of the seeds is worse: no longer A/A
+    planted[1::2] -= 0.05  # the seeds dealt to set B are worse: no longer A/A
     bad = dcmp.a_a_verdict({(darms.FULL, 0.5, "p"): planted}, 0.5, seed=0, margin=0.02)
     assert bad.verdict == verdicts.A_BETTER
     pos = dcmp.compare_categories(base - 0.1 + rng.normal(0, 0.005, (4, 32)), base + rng.normal(0, 0.005, (4, 32)),
@@ -140,6 +140,44 @@ def _null_planted_data(n: int = 160, seed: int = 0):
     data = SimpleNamespace(labels={"train": y[:n], "test": y[n:]}, class_names=[f"c{k}" for k in range(C)],
                            root=Path("toy-null"))
     return PlantedWorld(data, feats, tuple((f"c{2 * k}", f"c{2 * k + 1}") for k in range(C // 2)))
+
+
+def _crowded_planted_data(n: int = 160, seed: int = 0, crowded: bool = True, signal: float = 0.5,
+                          background: float = 3.0):
+    """A planted world (pairs (2k, 2k+1) that always co-occur) whose features carry each category:
+    its own dimension c raised by ``signal`` when present, under noise of sd 0.5 on every dimension and a
+    constant ``background`` on the last dimension (the common component of CLIP-like features,
+    which keeps the cosine's norm nearly the same however many categories an image holds).
+    ``crowded``: half the images hold every pair, the other half exactly one; else every image
+    holds exactly one pair."""
+    from types import SimpleNamespace
+
+    from fgclip.studies.decoupling.planted import PlantedWorld
+    rng = np.random.default_rng(seed)
+    pairs = np.zeros((2 * n, C // 2), dtype=bool)
+    pairs[np.arange(2 * n), rng.integers(C // 2, size=2 * n)] = True  # one pair per image
+    if crowded:
+        pairs[rng.random(2 * n) < 0.5] = True  # ... or all of them
+    y = np.repeat(pairs, 2, axis=1).astype(np.int64)  # (2n, C): both members or neither
+    g = torch.Generator().manual_seed(seed)
+    pooled = torch.randn(2 * n, D, generator=g) * 0.5
+    pooled[:, :C] += signal * torch.as_tensor(y, dtype=torch.float32)
+    pooled[:, -1] += background
+    dense = pooled[:, :, None, None].expand(2 * n, D, H, H) + 0.1 * torch.randn(2 * n, D, H, H, generator=g)
+    dense = dense.contiguous()
+    feats = {"train": Features(dense[:n], pooled[:n]), "test": Features(dense[n:], pooled[n:])}
+    data = SimpleNamespace(labels={"train": y[:n], "test": y[n:]}, class_names=[f"c{k}" for k in range(C)],
+                           root=Path("toy-crowded" if crowded else "toy-one-pair"))
+    return PlantedWorld(data, feats, tuple((f"c{2 * k}", f"c{2 * k + 1}") for k in range(C // 2)))
+
+
+def _make_aligned(variant: str, scoring: str, sd: int):
+    """:func:`_make` with category c's text feature on feature dimension c: a CLIP whose text of
+    c points where the images of c do (the chapter's heads, nothing else changed)."""
+    head = _make(variant, scoring, sd)
+    if isinstance(head, MultiLabelCLIPHead):
+        head.text_features.copy_(torch.eye(C, D))
+    return head
 
 
 def test_planted_control_runs_the_protocol_and_fails_when_the_plant_is_removed():
@@ -173,6 +211,36 @@ def test_planted_control_runs_the_protocol_and_fails_when_the_plant_is_removed()
         dplant.planted_sizes([0, 0], 0, 500)  # a real run reading a whole split must name the planted sizes
 
 
+def test_planted_control_fires_when_the_softmax_must_lose():
+    """The positive control can fire: the same pipeline as above, only the world differs. Each
+    category's feature carries its label with a limited signal, and images hold either one pair
+    or all three. The softmax ranks a category by s_c - logsumexp(s), and the logsumexp of an
+    image holding six categories is larger than that of one holding two, so a present category
+    on a crowded image falls towards (and below) an absent one on a sparse image; a per-category
+    sigmoid ranks by s_c alone and is not pulled down. The same features with exactly one pair
+    per image (no crowding) must not fire: the verdict answers the planted mechanism, not the
+    features or the head."""
+    from fgclip.studies.decoupling import planted as dplant
+    grid = SelectionGrid(lrs=(0.03, 0.1, 0.3), seeds=(0, 1), epochs=3)
+    cfg = FitConfig(batch_size=16)
+    runs = {crowded: dplant.planted_control(lambda names: _make_aligned, _crowded_planted_data(crowded=crowded), cfg,
+                                            grid, 0.5, [0, 1, 2], 0.25, 0, 0.02)
+            for crowded in (True, False)}
+    y = runs[True].world.data.labels["train"]
+    assert set((y == 1).sum(1)) == {2, C}  # crowded: one pair or all of them
+    assert set((runs[False].world.data.labels["train"] == 1).sum(1)) == {2}
+    fired = runs[True].verdict
+    assert fired.verdict == verdicts.B_BETTER and fired.arms == ("softmax (paper)", "sigmoid+affine")
+    # difference = softmax - sigmoid mAP: the sigmoid clearly ahead (-0.053, [-0.072, -0.034]
+    # at world seed 0; between -0.045 and -0.062 at world seeds 0-5, every interval below 0)
+    assert fired.difference < -0.03 and fired.ci_high < 0 and fired.mean_b > fired.mean_a + 0.03
+    quiet = runs[False].verdict
+    # one pair per image: no verdict for the sigmoid (+0.013, [-0.026, 0.052] at world seed 0;
+    # seeds 0-5 between -0.012 and +0.029, once 'A better' by a hair, never 'B better')
+    assert quiet.verdict != verdicts.B_BETTER and quiet.ci_high > 0
+    assert fired.difference < quiet.difference - 0.03
+
+
 def test_power_check_is_a_record():
     v = dcmp.compare_categories(np.full((2, 8), 0.5) + np.linspace(0, 0.01, 8), np.full((2, 8), 0.5),
                                 "c", ("a", "b"), 0, 0.02)
@@ -191,7 +259,10 @@ def test_a_a_control_on_two_disjoint_sets_of_three_seeds():
     ap, more = {(darms.FULL, 0.5, "p"): base + rng.normal(0, 0.005, (4, 32))}, base + rng.normal(0, 0.005, (2, 32))
     v = dcmp.a_a_verdict(ap, 0.5, 0, 0.02, more=more, per_side=3)
     assert v.n_seeds == 3 and v.verdict == verdicts.EQUIVALENT
-    assert dcmp.a_a_verdict(ap, 0.5, 0, 0.02, more=more - 0.05, per_side=3).verdict != verdicts.EQUIVALENT  # set B worse
+    worse_b = np.concatenate([ap[darms.FULL, 0.5, "p"], more])
+    worse_b[1::2] -= 0.05  # rows 1, 3, 5: the seeds dealt to set B
+    assert dcmp.a_a_verdict({(darms.FULL, 0.5, "p"): worse_b[:4]}, 0.5, 0, 0.02, more=worse_b[4:],
+                            per_side=3).verdict != verdicts.EQUIVALENT  # set B worse
     with pytest.raises(ValueError, match="A/A"):
         dcmp.a_a_verdict(ap, 0.5, 0, 0.02, per_side=3)  # 4 seeds cannot make 3 + 3
 

@@ -2,7 +2,7 @@
 the CPU's flags, and a report of which of chapter 4's verdicts bf16 would move.
 
 - Each chapter that declares a ``precision`` parameter defaults to ``"fp32"`` in its parameters
-  cell and in ``cpu-small.yaml``; with the CPU's flags faked to include ``avx512_bf16`` (where
+  cell and in ``cpu-small.yaml`` and ``gpu-full.yaml``; with the CPU's flags faked to include ``avx512_bf16`` (where
   ``auto`` would pick bf16), that default still resolves to fp32 and the one head-training loop
   runs its batches without autocast.
 - Chapter 4's verdicts, built at a small size on a synthetic world through the chapter's own
@@ -59,6 +59,8 @@ def test_the_verdict_path_is_fp32_whatever_the_cpu(name, bf16_cpu):
     small = load_param_file(PARAMS_DIR / chapter / "cpu-small.yaml")
     assert default == "fp32", f"{name}: the parameters cell says precision={default!r}, not 'fp32'"
     assert small.get("precision", default) == "fp32", f"{chapter}/cpu-small.yaml says {small['precision']!r}"
+    full = load_param_file(PARAMS_DIR / chapter / "gpu-full.yaml")  # the GPU's verdicts are fp32 too
+    assert full.get("precision", default) == "fp32", f"{chapter}/gpu-full.yaml says {full['precision']!r}"
     assert P.resolve_precision("auto", "cpu")[0] == "bf16"  # the fake works: auto would pick bf16 here
     assert P.resolve_precision(default, "cpu")[0] == "fp32"
     assert _autocast_seen(default) == [False, False]

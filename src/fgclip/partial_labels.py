@@ -20,7 +20,8 @@ UNKNOWN = -1  # the target of an entry whose label is not known (1: positive, 0:
 
 def known_masks(shape: tuple[int, int], proportions: list[float], seed: int
                 ) -> dict[float, np.ndarray]:
-    """Boolean (N, C) known-label masks, one per proportion ρ in (0, 1], nested in ρ."""
+    """Boolean (N, C) known-label masks, one per proportion ρ in (0, 1], nested in ρ: Eq.
+    (eq-partial-labels) of chapter 4, K_ρ = {(i, c) : u_ic < ρ} with u_ic ~ U(0, 1) seeded."""
     for rho in proportions:
         if not 0 < rho <= 1:
             raise ValueError(f"proportions must lie in (0, 1], got {rho}")

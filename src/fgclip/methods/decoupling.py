@@ -163,7 +163,9 @@ class MultiLabelCLIPHead(nn.Module):
             self.offset = nn.Parameter(torch.tensor(-10.0))
 
     def forward(self, dense: torch.Tensor, pooled: torch.Tensor) -> HeadOutput:
-        """dense (B, D, h, w) and pooled (B, D) frozen image features -> HeadOutput."""
+        """dense (B, D, h, w) and pooled (B, D) frozen image features -> HeadOutput. The sigmoid
+        controls of Eq. (eq-sigmoid-controls): s_c + β (sigmoid+bias) or t cos(f^v_c, f^t_c) + β
+        (sigmoid+affine), p = σ(s)."""
         f_t = self.prompts() if self.prompts is not None else self.text_features  # (C, D)
         if self.decoupling is not None:
             f_v, attention = self.decoupling(dense, self.word_vectors)  # (B, C, D)

@@ -30,6 +30,31 @@ def plot_map_vs_proportion(table: pd.DataFrame, title: str | None = None) -> plt
     return fig
 
 
+def plot_proportion_curves(curves: list[dict], title: str | None = None) -> plt.Figure:
+    """``curves``: :func:`~fgclip.studies.decoupling.sweep.proportion_curves` records, one panel
+    each (shared y): one mean validation curve per known-label proportion, zero-shot and the
+    arm untrained as horizontal lines, the arm's chosen epoch as a vertical one."""
+    if not curves or not all(c.get("per known") for c in curves):
+        raise ValueError("plot_proportion_curves: needs records with curves ('per known')")
+    fig, axes = plt.subplots(1, len(curves), figsize=(COLUMN_WIDTH * 1.5, COLUMN_WIDTH * 0.5), sharey=True,
+                             squeeze=False)
+    for ax, rec in zip(axes[0], curves):
+        for row in rec["per known"]:
+            y = np.asarray(row["mean curve"], dtype=float)
+            ax.plot(np.arange(1, len(y) + 1), y, marker="o", markersize=3, label=f"{row['known']:.0%} known")
+        ax.axhline(rec["zero-shot"], color="0.3", linestyle="--", linewidth=1, label="zero-shot")
+        ax.axhline(rec["untrained"], color="0.6", linestyle=":", linewidth=1, label="untrained")
+        ax.axvline(rec["chosen"], color="0.8", linewidth=1, label="chosen epoch")
+        ax.set_title(f"{rec['arm']}, lr {rec['lr']:g}", fontsize=8)
+        ax.set_xlabel("epoch")
+    axes[0, 0].set_ylabel("validation mAP (full labels)")
+    axes[0, -1].legend(fontsize=6, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def draw_prediction(image: np.ndarray, scores: np.ndarray, attention: np.ndarray | None,
                     class_names: Sequence[str], present: Sequence[str],
                     boxes: dict[str, list], title: str = "") -> plt.Figure:

@@ -38,6 +38,8 @@ ZERO_SHOT = Arm("zero-shot", "zero-shot", "softmax")
 UNTRAINED = Arm("untrained init", "full", "softmax")
 LOGISTIC = Arm("logistic regression", "logistic regression", "sigmoid")
 ROWS = (ZERO_SHOT, UNTRAINED, LOGISTIC, *TRAINED)  # the order of the chapter's tables
+FULL_RULES = (FULL, FULL_BIAS, FULL_AFFINE)  # the full model under each scoring rule
+DIAGNOSED = (FULL, DECOUPLING_ONLY, PROMPTS_ONLY)  # the arms whose per-proportion curves the chapter draws
 ROW_NAMES = [arm.name for arm in ROWS]
 
 

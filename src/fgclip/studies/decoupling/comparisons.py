@@ -81,16 +81,41 @@ def a_a_verdict(ap: dict, rho: float, seed: int, margin: float, arm: Arm = FULL,
     """The A/A negative control: the same arm (the paper's softmax) at ρ, one set of seeds
     against a disjoint second set of as many (paired by position), must come out
     'equivalent'. Its per-category AP are ap[arm, ρ, "p"] (n_seeds, C) followed by ``more``
-    (further seeds' rows, :func:`~fgclip.studies.decoupling.sweep.more_seeds_ap`); the first
-    ``per_side`` rows are set A, the next ``per_side`` set B (default: halves). It fails when
-    training noise at this size is wider than the margin."""
+    (further seeds' rows, :func:`~fgclip.studies.decoupling.sweep.more_seeds_ap`); of the first
+    2 x ``per_side`` rows (default: all, an even count), the even-numbered ones are set A and the
+    odd-numbered ones set B, paired in order. Alternating keeps the two sets alike: each holds
+    one of two consecutive seeds, so the selection grid's first two seeds (whose runs chose the
+    lr and epochs) fall one on each side. It fails when training noise at this size is wider
+    than the margin."""
     x = ap[arm, rho, "p"] if more is None or not len(more) else np.concatenate([ap[arm, rho, "p"], more])
     half = len(x) // 2 if per_side is None else per_side
     if half < 1 or 2 * half > len(x):
         raise ValueError(f"the A/A control needs 2 x {half} seeds (at least 1 per side), got {len(x)}")
-    return compare_categories(x[:half], x[half:2 * half],
+    return compare_categories(x[0:2 * half:2], x[1:2 * half:2],
                               f"A/A: the paper's model against itself, {rho:.0%} known, {half} vs {half} seeds",
                               ("seeds, set A", "seeds, set B"), seed, margin)
+
+
+def ablation_verdicts(ap: dict, proportions: list[float], seed: int, margin: float,
+                      ablations: tuple[Arm, ...] = (DECOUPLING_ONLY, PROMPTS_ONLY)) -> dict:
+    """The full model (:data:`FULL`) against each ablation at every proportion (per-category AP
+    of log p), so that a sign change across the proportions is not averaged away; keyed by
+    (ablation Arm, ρ)."""
+    return {(b, rho): compare_categories(ap[FULL, rho, "p"], ap[b, rho, "p"], f"full model vs {b.name}, {rho:.0%} known",
+                                         ("full (paper)", b.name), seed, margin)
+            for b in ablations for rho in proportions}
+
+
+def a_a_seeds_for(sd: float, margin: float, most: int = 200) -> int:
+    """Seeds per side an A/A comparison needs so that its between-seed half-width,
+    t_{0.975, n-1} sd / sqrt(n), is at most half the ``margin`` when the paired seed
+    differences have standard deviation ``sd`` (a spread measured before the run): then a
+    true null lands within the margin for any difference up to half of it."""
+    from scipy import stats
+    for n in range(2, most + 1):
+        if stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) <= margin / 2:
+            return n
+    raise ValueError(f"a_a_seeds_for: no n <= {most} reaches a half-width of {margin / 2:g} at sd {sd:g}")
 
 
 def summary_verdicts(ap: dict, proportions: list[float], seed: int, margin: float) -> list:
@@ -107,7 +132,8 @@ def summary_verdicts(ap: dict, proportions: list[float], seed: int, margin: floa
 
 
 
-def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float, hand_text: torch.Tensor) -> dict:
+def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float, hand_text: torch.Tensor,
+                      curves: dict | None = None) -> dict:
     """Why the paper's model does (or does not) beat its zero-shot start, as a record, from a
     :class:`~fgclip.studies.decoupling.sweep.Sweep` (its per-category AP, the full model's
     selection and kept head).
@@ -119,7 +145,11 @@ def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float,
     hand prompt ``hand_text`` (C, D)); ``context tokens``: its prompts' M; ``convergence``: the selection's chosen epoch, budget,
     whether the best epoch came before the budget's last, and the mean validation mAP after the
     first and the chosen epoch at the chosen lr; ``check``: the sweep's
-    :func:`~fgclip.studies.decoupling.sweep.convergence_check` of that choice (None: none ran)."""
+    :func:`~fgclip.studies.decoupling.sweep.convergence_check` of that choice (None: none ran);
+    ``decoupling only verdicts``: decoupling only (:data:`DECOUPLING_ONLY`, hand prompt) against
+    zero-shot at each ρ where the sweep has it (the part of the full model's gap its ablation shares);
+    ``validation curves``: ``curves``, the full model's
+    :func:`~fgclip.studies.decoupling.sweep.proportion_curves` at every ρ (None: not run)."""
     rho, ap, selection, head = proportions[len(proportions) // 2], sweep.ap, sweep.selections[FULL], sweep.heads[FULL]
     with torch.no_grad():
         f_t = head.prompts() if getattr(head, "prompts", None) is not None else head.text_features
@@ -128,10 +158,14 @@ def full_vs_zero_shot(sweep, proportions: list[float], seed: int, margin: float,
     return {"verdicts": [compare_categories(ap[FULL, r, "p"], ap[ZERO_SHOT, r, "p"], f"full model vs zero-shot, {r:.0%} known",
                                             ("full (paper)", "zero-shot"), seed, margin) for r in proportions],
             "known": list(proportions),
+            "decoupling only verdicts": [compare_categories(
+                ap[DECOUPLING_ONLY, r, "p"], ap[ZERO_SHOT, r, "p"], f"decoupling only vs zero-shot, {r:.0%} known",
+                ("decoupling only", "zero-shot"), seed, margin) for r in proportions if (DECOUPLING_ONLY, r, "p") in ap],
             "start": {"untrained": float(ap[UNTRAINED, rho, "p"].mean()), "zero-shot": float(ap[ZERO_SHOT, rho, "p"].mean()),
                       "known": rho},
             "prompt drift": float(1 - cos.mean()), "context tokens": int(getattr(getattr(head, "prompts", None), "n_ctx", 0)),
             "convergence": {"lr": selection.lr, "epochs": selection.epochs, "budget": selection.budget,
                             "converged": bool(selection.converged), "val first epoch": float(curve[0]),
                             "val chosen epoch": float(curve[selection.epochs - 1]),
-                            "check": getattr(sweep, "checks", {}).get(FULL)}}
+                            "check": getattr(sweep, "checks", {}).get(FULL)},
+            "validation curves": curves}

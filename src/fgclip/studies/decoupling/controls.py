@@ -50,6 +50,21 @@ def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tenso
     return pd.DataFrame(rows).T.rename_axis("P-ASL gradient on the scores")
 
 
+def trained_gradients(heads: dict, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,
+                      cfg: FitConfig) -> pd.DataFrame:
+    """:func:`score_gradients` on the same batch as :func:`init_gradients` (the first
+    cfg.batch_size images), for trained heads: ``heads`` maps a scoring rule to its trained full
+    head (as chosen on validation); one row per rule. At initialisation the softmax starts every
+    p near 1/C, under the margin m for any C > 1/m, so the share of negatives under m there is
+    largely set by C; here it is read where training ended."""
+    n, rows = min(cfg.batch_size, len(dense)), {}
+    for scoring, head in heads.items():
+        with torch.no_grad():
+            s = head(dense[:n], pooled[:n]).scores  # (n, C)
+        rows[scoring] = score_gradients(s, targets[:n], scoring, cfg.gamma_pos, cfg.gamma_neg, cfg.clip)
+    return pd.DataFrame(rows).T.rename_axis("P-ASL gradient on the scores, trained heads")
+
+
 ENTRY_TYPES = (("known positive", 1), ("known negative", 0), ("unknown", UNKNOWN))
 
 

@@ -17,7 +17,8 @@ SUMMARY_KEYS = ("full-zero-shot", "full-untrained", "full-logistic", "full-decou
 def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFrame, test_v: dict,
                      falsification: verdicts.Falsification, a_a: verdicts.Verdict, power: dict,
                      selections: dict, data: str, planted, zero_shot: dict,
-                     checks: dict | None = None) -> dict[str, str]:
+                     checks: dict | None = None, ablations: dict | None = None,
+                     trained_grads: pd.DataFrame | None = None) -> dict[str, str]:
     """{glue key: clause} for the chapter's findings box.
 
     summary: :func:`~fgclip.studies.decoupling.comparisons.summary_verdicts`; test_v: the
@@ -26,7 +27,9 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     planted: the planted co-occurrence control
     (:class:`~fgclip.studies.decoupling.planted.PlantedRun`, softmax vs sigmoid+affine); zero_shot:
     :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`; checks: Arm ->
-    :func:`~fgclip.studies.decoupling.sweep.convergence_check` (arms chosen at the budget's end).
+    :func:`~fgclip.studies.decoupling.sweep.convergence_check` (arms chosen at the budget's end);
+    ablations: :func:`~fgclip.studies.decoupling.comparisons.ablation_verdicts`; trained_grads:
+    :func:`~fgclip.studies.decoupling.controls.trained_gradients` (each adds its clause when given).
     """
     affine = [v for (arm, _), v in test_v.items() if arm == FULL_AFFINE]
     checks = checks or {}
@@ -49,6 +52,10 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
         "not-converged": convergence_clause(selections, checks),
         "data": data,
     }
+    if ablations:
+        out["ablations"] = ablation_clause(ablations)
+    if trained_grads is not None:
+        out["trained-gradients"] = trained_gradient_clause(trained_grads, grads)
     return out
 
 
@@ -137,9 +144,13 @@ def planted_clause(run) -> str:
             (f"converged (trained on to epoch {c['horizon']}: best at {c['best epoch']})" if c["converged"]
              else f"still improving (trained on to epoch {c['horizon']}: best at {c['best epoch']})")
         arms.append(f"{arm.name} lr {sel.lr:g}, {sel.epochs} of {sel.budget} epochs, {state}")
+    crowd = "" if getattr(run, "reference_labels", None) is None else (
+        f"; its images hold {run.labels_per_image():.2f} categories on average against {run.reference_labels:.2f} in "
+        f"the chapter's world, so the plant makes images more crowded as well as pairing categories, and the control "
+        f"reads the two together")
     return (v.brief() + ("; as predicted, the softmax lost: the control fired" if fired else
                          f"; predicted: {v.arms[1]} better; it did not fire ({v.outcome})")
-            + " (" + "; ".join(arms) + ")")
+            + " (" + "; ".join(arms) + ")" + crowd)
 
 
 def zero_shot_clause(d: dict) -> str:
@@ -148,12 +159,56 @@ def zero_shot_clause(d: dict) -> str:
     (:func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`)."""
     st, cv = d["start"], d["convergence"]
     return ("; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], d["verdicts"]))
-            + f". Untrained, at {st['known']:.0%} known, it starts at mAP {st['untrained']:.3f}, "
+            + f". Untrained (no label has been seen yet), it starts at mAP {st['untrained']:.3f}, "
             f"{'below' if st['untrained'] < st['zero-shot'] else 'at or above'} zero-shot's {st['zero-shot']:.3f}; "
             f"its prompts (M = {d['context tokens']} context token(s) each) end a mean cosine distance "
             f"{d['prompt drift']:.3f} from the hand prompt; lr {cv['lr']:g} "
             f"was chosen with epoch {cv['epochs']} of {cv['budget']} (mean validation mAP {cv['val first epoch']:.3f} "
-            f"after epoch 1, {cv['val chosen epoch']:.3f} then), " + _budget_end(cv))
+            f"after epoch 1, {cv['val chosen epoch']:.3f} then), " + _budget_end(cv)
+            + "".join(". " + curves_clause(c) for c in (d.get("validation curves") or {}).values()))
+
+
+def curves_clause(c: dict) -> str:
+    """:func:`~fgclip.studies.decoupling.sweep.proportion_curves` read out: on the validation
+    images' full labels, zero-shot and the untrained start, then per ρ the known positives of the
+    median category, where the mean curve peaks, its value at the chosen epoch, and whether it
+    ever reached zero-shot within the budget."""
+    zs = c["zero-shot"]
+    parts = []
+    for r in c["per known"]:
+        reach = ("never reaches zero-shot" if r["best"] < zs else
+                 f"passes zero-shot from epoch {next(i for i, v in enumerate(r['mean curve'], 1) if v >= zs)}")
+        after = "" if r["best epoch"] >= c["chosen"] else f", falling after its peak to {r['at chosen']:.3f} at the chosen epoch"
+        parts.append(f"at {r['known']:.0%} known (median category: {r['median known positives']:g} known positives to "
+                     f"fit) it peaks at epoch {r['best epoch']} with {r['best']:.3f}{after} and {reach}")
+    return (f"{c['arm']}, trained at lr {c['lr']:g} for the whole budget of {c['budget']} epochs (seeds {c['seeds']}) "
+            f"and read on the validation images' full labels (a diagnostic: nothing is chosen there), where zero-shot "
+            f"scores {zs:.3f} and this arm untrained {c['untrained']:.3f}: " + "; ".join(parts))
+
+
+def ablation_clause(ablations: dict) -> str:
+    """The full model against each ablation at every proportion
+    (:func:`~fgclip.studies.decoupling.comparisons.ablation_verdicts`), flagging a sign change
+    across the proportions, which the average over them hides."""
+    out = []
+    for arm in dict.fromkeys(a for a, _ in ablations):
+        vs = [(rho, v) for (a, rho), v in ablations.items() if a == arm]
+        flip = len({np.sign(v.difference) for _, v in vs}) > 1
+        out.append(f"against {arm.name}: " + ", ".join(f"{rho:.0%} known {v.brief()}" for rho, v in vs)
+                   + ("; the difference changes sign across the proportions" if flip else ""))
+    return "; ".join(out)
+
+
+def trained_gradient_clause(trained: pd.DataFrame, init: pd.DataFrame) -> str:
+    """The gradient reading at the trained heads (:func:`~fgclip.studies.decoupling.controls.trained_gradients`)
+    beside the one at initialisation: under the softmax, the share of known negatives at or
+    under the margin, the unknown entries' up / down shares and the coupling share."""
+    g, g0 = trained.loc["softmax"], init.loc["softmax"]
+    sig = ", ".join(f"{r} {trained.loc[r, 'negatives under m']:.0%}" for r in trained.index if r != "softmax")
+    return (f"trained (at the chosen epoch), the softmax has {g['negatives under m']:.0%} of the known negatives at or "
+            f"under the margin m = {g['m']:g} ({g0['negatives under m']:.0%} at initialisation; the sigmoids: {sig}); its "
+            f"unknown entries are pushed up in {g['unknown up']:.0%} and down in {g['unknown down']:.0%} of the cases, "
+            f"and {g['coupling share']:.0%} of the known negatives' gradient is coupling")
 
 
 def _budget_end(cv: dict) -> str:

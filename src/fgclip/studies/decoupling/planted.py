@@ -80,6 +80,11 @@ class PlantedRun:
     checks: dict  # Arm -> convergence check dict or None
     sizes: dict  # fit / validation / test images
     world: PlantedWorld
+    reference_labels: float | None = None  # labels per image of the chapter's own world (training split)
+
+    def labels_per_image(self) -> float:
+        """Mean number of categories present per training image of the planted world."""
+        return float((self.world.data.labels["train"] == 1).sum(1).mean())
 
     def summary(self) -> str:
         """One line: the folder read, the pairs, labels per image and the split sizes."""
@@ -88,25 +93,27 @@ class PlantedRun:
                 f"{(y == 1).sum(1).mean():.2f} labels per image; {self.sizes}")
 
     def record(self) -> dict:
-        """results.json's record: the verdict, the pairs, labels per image (training split), the
-        split sizes, and each arm's mAP, selection and convergence check."""
+        """results.json's record: the verdict, the pairs, labels per image (training split; and of
+        the chapter's own world, when given), the split sizes, and each arm's mAP, selection and
+        convergence check."""
         return {"verdict": self.verdict, "pairs": [list(p) for p in self.world.pairs], "images": self.sizes,
-                "labels per image": float((self.world.data.labels["train"] == 1).sum(1).mean()),
+                "labels per image": self.labels_per_image(), "labels per image, chapter's world": self.reference_labels,
                 "arms": {arm.name: {"mAP": float(self.ap[arm].mean()), "selection": self.selections[arm].to_dict(),
                                     "check": self.checks[arm]} for arm in self.ap}}
 
 
 def planted_control(make_for: Callable, world: PlantedWorld, cfg: FitConfig, grid, rho: float, seeds: list[int],
                     val_fraction: float, seed: int, margin: float, check_epochs: int = 0,
-                    arms: tuple[Arm, Arm] = (FULL, FULL_AFFINE), claim: str = "planted co-occurrence world"
-                    ) -> PlantedRun:
+                    arms: tuple[Arm, Arm] = (FULL, FULL_AFFINE), claim: str = "planted co-occurrence world",
+                    reference_labels: float | None = None) -> PlantedRun:
     """The chapter's protocol on a planted world: each of ``arms`` (default the paper's softmax and
     sigmoid+affine) chosen by ``grid`` on the world's own validation split at ρ = ``rho``
     (:func:`~fgclip.studies.decoupling.sweep.select_and_evaluate`, stacked training, convergence
     check within ``check_epochs``), evaluated at every seed of ``seeds`` with its own known-label
     mask, and compared on per-category test AP of log p (arms[0] - arms[1]) with the chapter's
     margin. make_for(category names) -> make(variant, scoring, seed), the chapter's heads for the
-    world's categories; the world's splits are "train" and "test"."""
+    world's categories; the world's splits are "train" and "test". ``reference_labels``: labels per
+    image of the chapter's own world, kept in the record beside the planted world's."""
     (train, test), data, feats = ("train", "test"), world.data, world.feats
     make = make_for(list(data.class_names))
     y = data.labels[train]
@@ -122,4 +129,4 @@ def planted_control(make_for: Callable, world: PlantedWorld, cfg: FitConfig, gri
     v = compare_categories(ap[arms[0]], ap[arms[1]], f"{claim}, {rho:.0%} known (mAP on p)",
                            ("softmax (paper)", arms[1].scoring), seed, margin)
     return PlantedRun(v, ap, sels, checks, {"fit": len(fit_idx), "validation": len(val_idx),
-                                            "test": len(data.labels[test])}, world)
+                                            "test": len(data.labels[test])}, world, reference_labels)

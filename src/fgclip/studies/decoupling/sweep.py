@@ -15,7 +15,7 @@ from ...metrics.multilabel import known_map, per_class_ap
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .arms import FULL, LOGISTIC, TRAINED, UNTRAINED, ZERO_SHOT, Arm, Trainer, logistic_scores
 from .comparisons import a_a_verdict
-from .heads import Prediction
+from .heads import Prediction, predict
 from .stacked import Member, MemberRuns
 
 
@@ -215,9 +215,10 @@ def more_seeds_ap(trainer: Trainer, arm: Arm, sel: Selection, rho: float, extra:
 
 
 def a_a_seed_sets(seeds: list[int], per_side: int) -> tuple[list[int], list[int]]:
-    """Two disjoint seed sets of ``per_side`` seeds each for the A/A control: the evaluation
-    ``seeds`` first, then further seeds max(seeds)+1, ...; returns (set A + set B in order, the
-    further seeds to train)."""
+    """The 2 x ``per_side`` seeds of the A/A control: the evaluation ``seeds`` first, then further
+    seeds max(seeds)+1, ...; returns (those seeds in order, which
+    :func:`~fgclip.studies.decoupling.comparisons.a_a_verdict` deals alternately to set A and set
+    B, the further seeds to train)."""
     if per_side < 2:
         raise ValueError(f"a_a_seeds must be >= 2 (seeds per side of the A/A control), got {per_side}")
     extra = [max(seeds) + 1 + k for k in range(max(0, 2 * per_side - len(seeds)))]
@@ -229,6 +230,37 @@ def a_a_control(trainer: Trainer, sweep: Sweep, targets: dict, fit_idx: np.ndarr
     """The A/A negative control on two disjoint sets of ``per_side`` seeds: the paper's model
     (:data:`FULL`) at ρ, the sweep's seeds and then the ``extra`` ones trained at its
     selection (:func:`more_seeds_ap`), read by
-    :func:`~fgclip.studies.decoupling.comparisons.a_a_verdict`."""
+    :func:`~fgclip.studies.decoupling.comparisons.a_a_verdict`. Returns the verdict and every
+    seed's test mAP in seed order (even positions: set A, odd: set B), so another split of the
+    same runs can be checked from the record."""
     more = more_seeds_ap(trainer, FULL, sweep.selections[FULL], rho, extra, targets, fit_idx, val_idx, y_test)
-    return a_a_verdict(sweep.ap, rho, seed, margin, more=more, per_side=per_side)
+    per_seed = np.concatenate([sweep.ap[FULL, rho, "p"], more])[:2 * per_side].mean(axis=1)
+    return a_a_verdict(sweep.ap, rho, seed, margin, more=more, per_side=per_side), per_seed.tolist()
+
+
+def proportion_curves(trainer: Trainer, arm: Arm, sel: Selection, proportions: list[float], targets: dict,
+                      fit_idx: np.ndarray, val_idx: np.ndarray, val_labels: np.ndarray, zero_shot: nn.Module) -> dict:
+    """A diagnostic, not a choice: where training at each known-label proportion takes ``arm``.
+    Its selection's seeds are trained at the chosen lr for the whole budget at every ρ of
+    ``proportions`` and scored after every epoch on the validation images' *full* labels
+    ``val_labels`` (N_val, C) in {0, 1} (labels the protocol hides; nothing is chosen on them),
+    so the curves of different ρ are read on the same entries. Beside them, on the same labels:
+    the zero-shot head and the arm at its initialisation (the mean over the seeds), and the
+    median number of known positives per category of the fit split at each ρ (over the seeds).
+    targets[(seed, ρ)]: (N_train, C) in {1, 0, -1}."""
+    full = lambda m: (targets[m.seed, m.rho][fit_idx], val_labels)  # noqa: E731
+    members = [Member(sel.lr, sd, rho) for rho in proportions for sd in sel.seeds]
+    runs = trainer.train_members(arm, members, full, sel.budget)
+    val_map = lambda head: known_map(predict(head, *trainer.val_feats, device=trainer.cfg.device).log_p,  # noqa: E731
+                                     val_labels)
+    init = float(np.mean([val_map(trainer.make(arm.variant, arm.scoring, sd)) for sd in sel.seeds]))
+    out = {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "seeds": list(sel.seeds),
+           "zero-shot": val_map(zero_shot), "untrained": init, "per known": []}
+    for rho in proportions:
+        rows = [i for i, m in enumerate(members) if m.rho == rho]
+        mean = runs.curves[rows].mean(axis=0)
+        known_pos = [np.median((targets[sd, rho][fit_idx] == 1).sum(0)) for sd in sel.seeds]
+        out["per known"].append({"known": rho, "mean curve": mean.tolist(), "best epoch": int(np.argmax(mean)) + 1,
+                                 "best": float(mean.max()), "at chosen": float(mean[sel.epochs - 1]),
+                                 "median known positives": float(np.median(known_pos))})
+    return out

@@ -19,6 +19,7 @@ from critique_claims import claim_check, printed_numbers, sentence_of
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "ch4_critique.md"
 FIXTURE = ROOT / "tests" / "fixtures" / "ch4_record.json"
+HISTORY = json.loads((ROOT / "tests" / "fixtures" / "ch4_a_a_history.json").read_text())  # earlier builds' A/A at ten a side
 BUILT = ROOT / "_build" / "results" / "ch4.json"
 
 CONSTANTS = {  # named constants on the page: not results of the run
@@ -42,7 +43,10 @@ def DERIVED(rec: dict) -> dict:
     curve, best = arms["full, sigmoid+affine"]["check"]["mean curve"], arms["full (paper, softmax)"]["selection"]["score"]
     return {"t at the comparisons' seeds": _t975(n - 1), "A/A seed-difference sd": sd,
             "A/A half-width at the comparisons' seeds": _t975(n - 1) * sd / n ** 0.5,
-            "planted sigmoid passes the softmax's best at epoch": next((e for e, v in enumerate(curve, 1) if v > best), 0)}
+            "planted sigmoid passes the softmax's best at epoch": next((e for e, v in enumerate(curve, 1) if v > best), 0),
+            "planted sigmoid's lead at the check's end": curve[-1] - best, "1/C": 1 / len(rec["categories"]),
+            **{f"history {k} {f}": v for k, h in HISTORY.items() if isinstance(h, dict) for f, v in h.items()
+               if isinstance(v, (int, float))}}
 
 
 _sentence_of = sentence_of
@@ -78,6 +82,16 @@ def _reads(v: dict, verdict: str, *numbers: float) -> bool:
 def _check(rec: dict, arm: str) -> dict:
     (c,) = [c for c in rec["convergence_checks"] if c["arm"] == arm]
     return c
+
+
+def _gpu_full() -> dict:
+    import yaml
+    return yaml.safe_load((ROOT / "notebooks" / "params" / "ch4" / "gpu-full.yaml").read_text())
+
+
+def _row_named(rec: dict, name: str) -> dict:
+    (r,) = [r for r in rec["selection_table"] if r["hyperparameter"] == name]
+    return r
 
 
 def _row(rec: dict, arm: str) -> dict:
@@ -311,7 +325,7 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"Its affine sigmoid was chosen at the budget's last epoch and was still improving when trained on: its mean "
      r"validation mAP passed the softmax's best \(0\.718\) at epoch 15 and reached 0\.726 at epoch 16, so on this "
      r"world the softmax's lead on the test may be one of budget, not of scoring rule", _planted_budget),
-    (r"at a pilot spread of seed differences declared as a chapter parameter before the run \(0\.024\)", _aa_rule),
+    (r"at a pilot spread of seed differences declared as a chapter parameter \(0\.024\)", _aa_rule),
     (r"but trained on to epoch 16 its mean validation mAP, 0\.753, was still far below the softmax's 0\.828, so more "
      r"epochs alone are unlikely to close that gap",
      lambda r: (lambda c, sm: c["horizon"] == 16 and round(c["mean curve"][-1], 3) == 0.753 and round(sm, 3) == 0.828
@@ -321,8 +335,28 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      r"sigmoids, so training did not lift them above it",
      lambda r: [_pct(r["gradients_trained"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [92, 58, 24]
      and r["gradients_trained"]["softmax"]["negatives under m"] >= r["gradients"]["softmax"]["negatives under m"]),
-    (r"and with 32 categories that is already under the margin",
-     lambda r: len(r["categories"]) == 32 and 1 / 32 < r["gradients"]["softmax"]["m"]),
+    (r"the softmax's probabilities on an image average 1/C, 0\.031 with 32 categories, already under the margin",
+     lambda r: len(r["categories"]) == 32 and round(DERIVED(r)["1/C"], 3) == 0.031 < r["gradients"]["softmax"]["m"]),
+    (r"an earlier build ran ten seeds a side, and with the seeds dealt alternately its A/A came out -0\.005 "
+     r"\[-0\.024, \+0\.013\], cannot tell \(with the seeds in order an earlier build had given \+0\.007 "
+     r"\[-0\.005, \+0\.019\], equivalent\); the spread of the alternating one, 0\.024, is the pilot",
+     lambda r: HISTORY["alternating"] == {"seeds a side": 10, "verdict": "cannot tell", "difference": -0.005,
+                                          "ci_low": -0.024, "ci_high": 0.013, "seed-difference sd": 0.024}
+     and HISTORY["in order"]["verdict"] == "equivalent" and HISTORY["alternating"]["ci_low"] < -r["margin"]
+     and r["a_a_rule"]["pilot sd"] == HISTORY["alternating"]["seed-difference sd"]),
+    (r"That set keeps four seeds a side in the A/A, overriding the power rule, because the seed spread on COCO has "
+     r"not been measured", lambda r: _gpu_full()["a_a_seeds"] == 4),
+    (r"so a four-seed A/A could not have passed",
+     lambda r: _aa_spread(r) and DERIVED(r)["A/A half-width at the comparisons' seeds"] > r["margin"]),
+    (r"its lead on validation there, 0\.008, is under the margin, so a longer budget is not shown to make the control "
+     r"fire either",
+     lambda r: round(DERIVED(r)["planted sigmoid's lead at the check's end"], 3) == 0.008
+     and DERIVED(r)["planted sigmoid's lead at the check's end"] < r["margin"]),
+    (r"its regularisation was chosen at the largest of its candidates, C = 10, so it may be under-tuned",
+     lambda r: (lambda row: row["chosen"] == 10.0 and row["candidates"].endswith("10.0]"))(
+         _row_named(r, "C (logistic regression)"))),
+    (r"the full model against decoupling only, trained 8 and 7 epochs",
+     lambda r: "8 epochs" in _row(r, "full (paper, softmax)")["chosen"] and "7 epochs" in _row(r, "decoupling only")["chosen"]),
     (r"Those averages hide sides that change with the proportion: zero-shot is better at 10% known \(-0\.151\), the "
      r"full model at 50% \(\+0\.049\) and at 90% \(\+0\.071\); against prompts only the full model's sides are the "
      r"same, since that ablation scored as zero-shot did at every proportion",
@@ -334,7 +368,7 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"it starts from the same untrained level \(0\.496 on these labels\), trains on the same masks, and at 10% known "
      r"climbs to 0\.733 at epoch 7, just short of zero-shot's 0\.734", _decoupling_curve),
     (r"the learned prompts, trained at the full model's learning rate, 0\.01, on three positives per category, account "
-     r"for 0\.110 of its 0\.151 below zero-shot \(the full model against decoupling only\)",
+     r"for 0\.110 of its 0\.151 below zero-shot",
      lambda r: _decoupling_at_10(r) and _low_known(r) and _curves(r)["lr"] == 0.01
      and _reads(_v(r, "full model vs zero-shot, 10% known"), "B better", -0.151)),
     (r"The decoupling-only ablation, which has no learned prompts, is 0\.041 below zero-shot at 10% known too, a "
@@ -370,7 +404,7 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"that sigmoid was under-trained at this budget", _bias_improving),
     (r"the full model is better than ranked by its score s, \+0\.027 \[\+0\.009, \+0\.045\] in mAP averaged over "
      r"the three proportions", _p_vs_s),
-    (r"it is better than its untrained initialisation \(\+0\.235\) and than the logistic regression \(\+0\.227\)",
+    (r"it is better than its untrained initialisation \(\+0\.235\) and than the logistic regression \(\+0\.227",
      lambda r: _reads(_avg(r, "untrained init"), "A better", 0.235)
      and _reads(_avg(r, "logistic regression"), "A better", 0.227)),
     (r"the run cannot tell it from zero-shot \(-0\.010\) or from the prompts-only ablation \(-0\.010\)",
@@ -499,6 +533,7 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     expected = {"on the planted world the softmax did not lose", "The prediction above was therefore not borne out",
                 "The positive control did not fire", "With one control silent",
                 "under both sigmoids the gradient at every unknown entry", "standard deviation of 0\\.017",
+                "so a four-seed A/A could not have passed",
                 "The sigmoid with a bias only was still improving", "that sigmoid was under-trained",
                 "Against decoupling only, the average", "the learned prompts, trained at", "At 50% known the argmax", "The power check was not met",
                 "every category paired with another", 'Its "cannot tell" says more'}
@@ -509,3 +544,14 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     rec["seeds"] = rec["seeds"] + [4]  # five comparison seeds: t at 4 df is 2.8, not 3.2
     assert not _claim(r"at the four seeds of the other comparisons")(rec)
     assert not _claim(r"the frozen toy-rn, four seeds")(rec)
+
+
+def test_the_page_names_the_gpu_full_override_of_the_a_a_rule():
+    """The real-data parameter set overrides the A/A's power rule; the page must say so, with its size."""
+    import yaml
+    full = yaml.safe_load((ROOT / "notebooks" / "params" / "ch4" / "gpu-full.yaml").read_text())
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+    assert full["a_a_seeds"] in words, "gpu-full's A/A size changed: update the page and this test"
+    assert _sentence_of(PAGE.read_text(), rf"That set keeps {words[full['a_a_seeds']]} seeds a side in the A/A, "
+                                          r"overriding the power rule")
+    assert full["a_a_seeds"] != 0 and "a_a_pilot_sd" in full

@@ -133,7 +133,11 @@ def test_full_vs_zero_shot_record():
     assert d["prompt drift"] == pytest.approx(0.0, abs=1e-6) and d["start"]["untrained"] == pytest.approx(zs.mean() - 0.2)
     assert d["convergence"]["val first epoch"] == pytest.approx(0.4) and not d["convergence"]["converged"]
     assert d["context tokens"] == 0  # a head without a prompt learner
-    assert d["validation curves"] is None
+    assert d["validation curves"] is None and d["decoupling only verdicts"] == []  # the sweep has no such arm
+    ap |= {(darms.DECOUPLING_ONLY, r, "p"): zs + 0.05 for r in rhos}
+    dec = dcmp.full_vs_zero_shot(sweep, rhos, 0, 0.02, text)
+    assert [v.verdict for v in dec["decoupling only verdicts"]] == [verdicts.A_BETTER] * 3
+    assert "Decoupling only (no learned prompts) against zero-shot: 10% known: decoupling only" in dfind.zero_shot_clause(dec)
     zs_text = dfind.zero_shot_clause(d)
     assert "Untrained (no label has been seen yet), it starts at mAP" in zs_text and "trained at lr" not in zs_text
     rec = {"arm": "full", "lr": 0.01, "budget": 8, "chosen": 8, "seeds": [0, 1], "zero-shot": 0.6, "untrained": 0.4,

@@ -54,8 +54,8 @@ def trained_gradients(heads: dict, dense: torch.Tensor, pooled: torch.Tensor, ta
                       cfg: FitConfig) -> pd.DataFrame:
     """:func:`score_gradients` on the same batch as :func:`init_gradients` (the first
     cfg.batch_size images), for trained heads: ``heads`` maps a scoring rule to its trained full
-    head (as chosen on validation); one row per rule. At initialisation the softmax starts every
-    p near 1/C, under the margin m for any C > 1/m, so the share of negatives under m there is
+    head (as chosen on validation); one row per rule. At initialisation the softmax's p of an image
+    average 1/C, under the margin m for any C > 1/m, so the share of negatives under m there is
     largely set by C; here it is read where training ended."""
     n, rows = min(cfg.batch_size, len(dense)), {}
     for scoring, head in heads.items():

@@ -158,7 +158,10 @@ def zero_shot_clause(d: dict) -> str:
     prompts moved and whether its selection converged
     (:func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`)."""
     st, cv = d["start"], d["convergence"]
+    dec = d.get("decoupling only verdicts") or []
     return ("; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], d["verdicts"]))
+            + (". Decoupling only (no learned prompts) against zero-shot: " + "; ".join(
+                f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], dec)) if dec else "")
             + f". Untrained (no label has been seen yet), it starts at mAP {st['untrained']:.3f}, "
             f"{'below' if st['untrained'] < st['zero-shot'] else 'at or above'} zero-shot's {st['zero-shot']:.3f}; "
             f"its prompts (M = {d['context tokens']} context token(s) each) end a mean cosine distance "

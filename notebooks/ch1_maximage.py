@@ -406,7 +406,12 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 # point, or below the caption-blind saliency of the same seed, is named under the table
 # with two facts about its cause: the score of the same seed's *untrained* heads (how much
 # the random initialisation alone decides where the maps peak) and its validation loss at
-# the chosen period beside the arm's other seeds' (whether it trained worse). Every seed's
+# the chosen period beside the arm's other seeds' (whether it trained worse), and the share
+# of its points that land on no object at all, on background, beside the arm's other seeds'.
+# A miss is one of two things: a point on another object of the image (the map found an
+# object, the wrong one) or a point off every object (the map peaks on background). Which of
+# the two tracks a seed's accuracy is read over every trained seed of every arm, as a
+# correlation ({func}`fgclip.studies.maximage.seeds.off_object_reading`). Every seed's
 # training and validation loss per period, the seeds trained after the selection included,
 # is in `ch1.json` (`seed_curves`).
 
@@ -414,7 +419,8 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 test, keep, CC = data.test, ev.evaluated(data.test, min_box_area, area_rule), f"{arms.main.name}, cell-centre rule"
 images = ev.kept_images(test, keep)  # clusters: phrases of one image move together
 strata = {"all": np.ones(len(images), bool), "non-centre": ev.non_centre(test, keep)}
-scores = {arm.name: ev.arm_scores(heads[arm], test, keep, parse) for arm in arms.all()}  # (n_seeds, n_kept)
+reads = {arm.name: ev.arm_points_read(heads[arm], test, keep, parse) for arm in arms.all()}  # (hits, off objects)
+scores, off = ({name: r[k] for name, r in reads.items()} for k in (0, 1))  # each (n_seeds, n_kept)
 scores |= ev.floor_scores(test, keep, seeds, heads[arms.main])  # every floor, scored with the same closed box edges
 scores[CC] = ev.arm_scores(heads[arms.main], test, keep, parse, "cell-centre")  # the same heads read the older way
 if model.startswith("toy"):  # a real open_clip model at random init would take too long here
@@ -423,7 +429,10 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand_heads = ma.train_logged(ma.Arm("random-init CLIP", base), rand, grid, seeds, period, selections, curves)
     scores["random-init CLIP + trained heads"] = ev.arm_scores(rand_heads, rand.test, keep, parse)
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
-    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves))))
+    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves,
+    off=off))))
+off_read = msd.off_object_reading(scores, off, [a.name for a in arms.all()])  # where the trained seeds' misses go
+print(msd.off_object_sentence(off_read))
 
 # %% [markdown]
 # ## Verdicts: grounding or objectness?
@@ -646,7 +655,8 @@ findings = {"data": f"seeds {seeds}, {len(images)} test phrases in {len(set(imag
     [v.brief() for v in headline])), "variants": briefs(variants), "grounding": grounding.sentence(),
     "selectivity": sel_v.brief(), "bias-cross": briefs(cross + dot_cross), "batch-size": briefs(batch_v), "power": power["sentence"],
     "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged,
-    "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes)}
+    "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes),
+    "off-objects": msd.off_object_sentence(off_read)}
 glue_findings("ch1", findings)
 display(found_box("What we found", list(findings.values())))
 
@@ -682,7 +692,7 @@ display(found_box("What we found", list(findings.values())))
 # {glue:md}`ch1-converged`.
 #
 # **Seed by seed**, against the random point and the same seed's caption-blind saliency:
-# {glue:md}`ch1-seeds`.
+# {glue:md}`ch1-seeds`. Where the misses go: {glue:md}`ch1-off-objects`.
 # ```
 
 # %%
@@ -695,5 +705,6 @@ write_results(results_path, {
     scores.items()}, "verdicts": chapter_v, "controls": [grounding] + [t for t in (centre_test, dot_test) if t], "bias_sweep":
     sweep.table.to_dict(orient="records"), "bias_sweep_dot": dot_sweep.table.to_dict(orient="records"), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
-    "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "selectivity": dict(
+    "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "off_objects": off_read,
+    "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

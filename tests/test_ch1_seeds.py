@@ -78,3 +78,30 @@ def test_the_bias_figure_draws_every_seed():
     assert len(ax.collections) == 1 and ax.collections[0].get_offsets().shape == (4, 2)
     with pytest.raises(KeyError, match="seed"):
         mfig.bias_means(t.drop(columns="seed"))
+
+
+def test_off_objects_tells_background_from_another_object():
+    from types import SimpleNamespace
+
+    from fgclip.studies.maximage import evaluation as ev
+
+    data, keep = SimpleNamespace(corpus=_corpus()), np.array([True, True, False])
+    points = [(30.0, 5.0), (10.0, 10.0), (0.0, 0.0)]  # star: background; moon: on the star (another object)
+    np.testing.assert_array_equal(ev.off_objects(points, data, keep), [1.0, 0.0])
+    np.testing.assert_array_equal(ev.hits(points, data, keep), [0.0, 0.0])  # both miss their own phrase
+
+
+def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
+    scores = _scores([6, 1, 2])
+    off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [1.0] * 3 + [0.0] * 7])}
+    found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
+    assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
+           "heads 0.000; 80% of its points off every object, other seeds 0%-30%)" in found[0]
+    reading = msd.off_object_reading(scores, off, ["main"])
+    acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
+    assert [r["accuracy"] for r in reading["seeds"]] == pytest.approx(acc)
+    assert [r["other object"] for r in reading["seeds"]] == pytest.approx([0.4, 0.1, 0.5])
+    assert reading["correlation with accuracy"]["off objects"] == pytest.approx(np.corrcoef(acc, offs)[0, 1])
+    text = msd.off_object_sentence(reading)
+    assert text.startswith(f"over the 3 trained seeds of the arms, a seed's pointing accuracy correlates at r = "
+                           f"{np.corrcoef(acc, offs)[0, 1]:+.2f} with the share of its points off every object (0%-80%)")

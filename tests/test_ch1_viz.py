@@ -7,6 +7,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from fgclip.metrics.pointing import argmax_point, resized_argmax_point  # noqa: E402
 from fgclip.viz.localization import (caption_map_widget, plot_bias_sweep,  # noqa: E402
                                      plot_word_maps)
 
@@ -24,9 +25,13 @@ def test_plot_word_maps_draws_one_panel_per_word_with_its_argmax():
     panels = [ax for ax in fig.axes if ax.get_title() in ("a", "star")]
     assert [ax.get_title() for ax in panels] == ["a", "star"]
     x, y = panels[0].lines[0].get_data()
-    assert (x[0], y[0]) == (60.0, 4.0)
+    assert (x[0], y[0]) == resized_argmax_point(maps[0], (64, 64)) == (60, 0)  # the chapter's rule, as scored
     assert len(panels[1].patches) == 1  # the box
     plt.close(fig)
+    cell = plot_word_maps(image, ["a", "star"], maps, point_of=argmax_point)  # the cell-centre rule: (60, 4)
+    x, y = [ax for ax in cell.axes if ax.get_title() == "a"][0].lines[0].get_data()
+    assert (x[0], y[0]) == (60.0, 4.0)
+    plt.close(cell)
     with pytest.raises(ValueError, match="words"):
         plot_word_maps(image, ["a"], maps)
 

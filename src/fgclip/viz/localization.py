@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..metrics.pointing import argmax_point
+from ..metrics.pointing import resized_argmax_point
 from .heatmaps import overlay_heatmap
 from .style import COLUMN_WIDTH
 
@@ -20,9 +20,13 @@ Box = tuple[float, float, float, float]
 
 def plot_word_maps(image: np.ndarray, words: Sequence[str], maps: torch.Tensor | np.ndarray,
                    boxes: Sequence[Sequence[Box]] | None = None, ncols: int = 6,
-                   title: str | None = None) -> plt.Figure:
-    """One panel per word: its map m_{:,:,d} over the image, the argmax (x), the word's
-    ground-truth boxes (white) when given. maps: (L, h, w) with L == len(words)."""
+                   title: str | None = None,
+                   point_of: Callable[[np.ndarray, tuple[int, int]], tuple[float, float]] = resized_argmax_point
+                   ) -> plt.Figure:
+    """One panel per word: its map m_{:,:,d} over the image, the point the pointing rule reads
+    off it (x; ``point_of(map, (H, W))``, by default MultiGrounding's
+    :func:`~fgclip.metrics.pointing.resized_argmax_point`, the chapter's rule, drawn where it is
+    scored), the word's ground-truth boxes (white) when given. maps: (L, h, w), L == len(words)."""
     if len(maps) != len(words):
         raise ValueError(f"{len(words)} words but {len(maps)} maps")
     if boxes is not None and len(boxes) != len(words):
@@ -39,7 +43,7 @@ def plot_word_maps(image: np.ndarray, words: Sequence[str], maps: torch.Tensor |
             ax.axis("off")
             continue
         overlay_heatmap(ax, image, maps[k], boxes=boxes[k] if boxes else (),
-                        point=argmax_point(maps[k], hw), colorbar=k % ncols == ncols - 1,
+                        point=point_of(maps[k], hw), colorbar=k % ncols == ncols - 1,
                         vmin=vmin, vmax=vmax, title=words[k], label="cosine")
     if title:
         fig.suptitle(title, fontsize=8)

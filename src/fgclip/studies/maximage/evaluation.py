@@ -140,6 +140,24 @@ def model_points(heads: MaxImageHeads, data, mode: str = "vector", rule: str = "
     return phrase_points(heads, project_images(heads, data.img), data.words, data.corpus, mode, rule)
 
 
+def off_objects(points: Sequence[Point], data, keep: np.ndarray, rule: str = "resized") -> np.ndarray:
+    """Per kept phrase 1[its point lies in none of its image's object boxes] (the map peaks on
+    background), box edges as the pointing ``rule`` has them: (n_kept,) float. A miss is either
+    this or a point on another object of the image."""
+    c, inclusive = data.corpus, rule_of(rule)[1]
+    return np.array([float(not pointing_hit(p, c.objects[ph.image], c.image_hw[ph.image], inclusive=inclusive))
+                     for p, ph, k in zip(points, c.phrases, keep) if k])
+
+
+def arm_points_read(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray, mode: str = "vector",
+                    rule: str = "resized") -> tuple[np.ndarray, np.ndarray]:
+    """(hits, off-object) of one trained arm, each (n_seeds, n_kept): :func:`hits` and
+    :func:`off_objects` of every seed's points, computed once."""
+    pts = [model_points(h, data, mode, rule) for h in heads_per_seed]
+    return (np.stack([hits(p, data, keep, rule) for p in pts]),
+            np.stack([off_objects(p, data, keep, rule) for p in pts]))
+
+
 def grid_of(data) -> tuple[int, int]:
     """(h, w) of the frozen feature grid of a split."""
     return tuple(data.img.shape[2:])

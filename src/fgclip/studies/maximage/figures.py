@@ -10,17 +10,19 @@ import torch
 
 from ...viz.localization import Box, caption_map_widget, plot_bias_accuracy, plot_word_maps
 from .data import word_features
-from .heads import caption_word_maps, word_boxes
+from .heads import caption_word_maps, rule_of, word_boxes
 
 
-def plot_caption_maps(heads, v: torch.Tensor, data, caption: int, title: str = "") -> plt.Figure:
+def plot_caption_maps(heads, v: torch.Tensor, data, caption: int, title: str = "", rule: str = "resized") -> plt.Figure:
     """Every word's map m_{:,:,d} of one caption of a split on its own image, with the boxes
-    of the phrase each word belongs to. v: (N, E, h, w) the split's projected features;
-    ``title`` (e.g. the model and its seed) above the panels."""
+    of the phrase each word belongs to and the point the pointing ``rule`` reads off each map
+    (:func:`~fgclip.studies.maximage.heads.rule_of`). v: (N, E, h, w) the split's projected
+    features; ``title`` (e.g. the model and its seed) above the panels."""
     c = data.corpus
     i, words = c.caption_image[caption], c.captions[caption]
     maps = caption_word_maps(heads, v, data.words, i, caption, len(words))  # (L, h, w)
-    fig = plot_word_maps(data.images[i], words, maps, word_boxes(c, caption, len(words), to_hw=data.images.shape[1:3]))
+    fig = plot_word_maps(data.images[i], words, maps, word_boxes(c, caption, len(words), to_hw=data.images.shape[1:3]),
+                         point_of=rule_of(rule)[0])
     if title:
         fig.suptitle(title, fontsize=7)
     return fig

@@ -431,7 +431,7 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
     scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves,
     off=off))))
-off_read = msd.off_object_reading(scores, off, [a.name for a in arms.all()])  # where the trained seeds' misses go
+off_read = msd.off_object_reading(scores, off, [a.name for a in arms.all() if a.trained])  # where trained seeds' misses go
 print(msd.off_object_sentence(off_read))
 
 # %% [markdown]

@@ -207,7 +207,7 @@ def _curves(rec: dict, arm: str = "full (paper, softmax)") -> dict:
 
 
 def _decoupling_curve(rec: dict) -> bool:
-    c, r = _curves(rec, "decoupling only"), None
+    c = _curves(rec, "decoupling only")
     (r,) = [x for x in c["per known"] if x["known"] == 0.1]
     full = _curves(rec)
     return (r["best epoch"] == 7 and round(r["best"], 3) == 0.733 and round(c["zero-shot"], 3) == 0.734 > r["best"]
@@ -548,8 +548,7 @@ def test_the_checks_fail_on_a_record_that_disagrees():
 
 def test_the_page_names_the_gpu_full_override_of_the_a_a_rule():
     """The real-data parameter set overrides the A/A's power rule; the page must say so, with its size."""
-    import yaml
-    full = yaml.safe_load((ROOT / "notebooks" / "params" / "ch4" / "gpu-full.yaml").read_text())
+    full = _gpu_full()
     words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
     assert full["a_a_seeds"] in words, "gpu-full's A/A size changed: update the page and this test"
     assert _sentence_of(PAGE.read_text(), rf"That set keeps {words[full['a_a_seeds']]} seeds a side in the A/A, "

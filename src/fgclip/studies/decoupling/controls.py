@@ -39,15 +39,10 @@ def init_gradients(make: Callable, scorings: tuple[str, ...], dense: torch.Tenso
     """:func:`score_gradients` on one batch (the first cfg.batch_size images of
     dense/pooled/targets) for the full head at its initialisation under each scoring rule
     (controls calibrated on all given images and their known labels); one row per rule."""
-    n, rows = min(cfg.batch_size, len(dense)), {}
-    for scoring in scorings:
-        head = make("full", scoring, seed)
+    heads = {scoring: make("full", scoring, seed) for scoring in scorings}
+    for head in heads.values():
         head.calibrate(dense, pooled, known_prevalence(targets))
-        with torch.no_grad():
-            s = head(dense[:n], pooled[:n]).scores  # (n, C)
-        rows[scoring] = score_gradients(s, targets[:n], scoring, cfg.gamma_pos, cfg.gamma_neg,
-                                        cfg.clip)
-    return pd.DataFrame(rows).T.rename_axis("P-ASL gradient on the scores")
+    return trained_gradients(heads, dense, pooled, targets, cfg).rename_axis("P-ASL gradient on the scores")
 
 
 def trained_gradients(heads: dict, dense: torch.Tensor, pooled: torch.Tensor, targets: np.ndarray,

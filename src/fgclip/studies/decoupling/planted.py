@@ -88,9 +88,8 @@ class PlantedRun:
 
     def summary(self) -> str:
         """One line: the folder read, the pairs, labels per image and the split sizes."""
-        y = self.world.data.labels["train"]
         return (f"planted world {self.world.data.root.name}: {len(self.world.pairs)} pairs that always co-occur, "
-                f"{(y == 1).sum(1).mean():.2f} labels per image; {self.sizes}")
+                f"{self.labels_per_image():.2f} labels per image; {self.sizes}")
 
     def record(self) -> dict:
         """results.json's record: the verdict, the pairs, labels per image (training split; and of

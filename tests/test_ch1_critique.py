@@ -42,7 +42,7 @@ def test_the_pages_positive_controls_are_the_ones_the_chapter_runs():
     page = " ".join((ROOT / "book" / "ch1_critique.md").read_text().split())
     assert CONTROL in page and "biased model's own centre-cell shares moved to lie a margin above" in page
     notebook = (ROOT / "notebooks" / "ch1_maximage.py").read_text()
-    assert 'ev.planted_effect_scores(scores[M], scores["object pointer"], margin)' in notebook
+    assert 'ev.planted_effect_scores(gx[M], gx["object pointer"], margin)' in notebook
     bias = (ROOT / "src" / "fgclip" / "studies" / "maximage" / "bias.py").read_text()
     assert "planted_effect_scores(sweep.share_zero[top], sweep.share_zero[0.0], share_margin)" in bias
     model, pointer = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), np.full((2, 3), 0.6)

@@ -167,7 +167,11 @@ def test_grounding_controls_pass_and_each_fails_on_purpose():
     power = ev.power_check(f.test, 0.05)
     assert power["target"] == pytest.approx(max(abs(f.test.difference), 0.05) / 2)
     assert power["met"] == (power["half_width"] <= power["target"])
-    assert power["seeds_for_margin"] == int(np.ceil(5 * (power["half_width"] / 0.05) ** 2))
+    v_seed = np.var(f.test.seed_differences, ddof=1) / 5
+    v_image = max((power["half_width"] / 1.96) ** 2 - v_seed, 0.0)
+    room = (0.05 / 1.96) ** 2 - v_image
+    assert power["seeds_for_margin"] == (int(np.ceil(v_seed * 5 / room)) if room > 0 else None)
+    assert power["image_part"] == pytest.approx(1.96 * np.sqrt(v_image))
 
 
 def test_planted_effect_control_has_the_tests_noise_and_fails_when_the_test_is_weak():
@@ -296,6 +300,7 @@ def test_floor_scores_word_boxes_and_bias_records_shapes():
     assert floors["object pointer"][1].tolist() == [0.5, 0.5, 1.0]
     assert ev.kept_images(data, keep).tolist() == [0, 0, 1]
     assert ev.non_centre(data, keep).tolist() == [True, False, False]
+    assert floors["centre point"][0][ev.non_centre(data, keep)].sum() == 0  # same closed edges as the hit rule
     rows, on_zero, share, pts = ev.bias_records(0.0, [0, 1], heads, data, keep, data, keep, "vector")
     assert len(rows) == 2 and on_zero.shape == share.shape == (2, 3) and len(pts) == 2
     assert rows[0]["object pointer"] == pytest.approx(2 / 3)

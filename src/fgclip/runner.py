@@ -230,6 +230,12 @@ def _ch1_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
     if len(sizes) == 1:
         raise ParameterError(f"parameter 'batch_sizes': the comparison needs at least two batch sizes "
                              f"(or [] to skip it), got {sizes!r}")
+    starts = ("select", "default", "zero")  # fgclip.studies.maximage.heads.BIAS_INITS, and the census's choice
+    if p["bias_init"] not in starts:
+        raise ParameterError(f"parameter 'bias_init': expects one of {starts}, got {p['bias_init']!r}")
+    if p["bias_init"] == "select" and p["init_census_seeds"] == 0:
+        raise ParameterError("parameter 'bias_init': 'select' needs init_census_seeds > 0 (the census chooses "
+                             "on validation); or name 'default' or 'zero'")
 
 
 def _ch2_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:

@@ -32,3 +32,28 @@ def plot_selection_curves(selections: Sequence, title: str = "validation curves 
     fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_seed_curves(records: Sequence[dict], highlight: Sequence[int] = (),
+                     title: str = "every seed's validation loss") -> plt.Figure:
+    """The validation loss per period of every seed in curve ``records`` (the format of
+    :func:`fgclip.studies.maximage.arms.train_selected`'s, several records of one arm drawn
+    together), each seed's chosen period marked; the seeds in ``highlight`` drawn in colour
+    and labelled, the others grey."""
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.6))
+    for rec in records:
+        k = rec["chosen_periods"]
+        for s, c in rec["seeds"].items():
+            val, hot = c["val"], int(s) in set(highlight)
+            ax.plot(range(1, len(val) + 1), val, lw=1.2 if hot else 0.6, color=None if hot else "0.7",
+                    label=f"seed {s}" if hot else None, zorder=3 if hot else 1)
+            if len(val) >= k:
+                ax.plot([k], [val[k - 1]], "k.", ms=3, zorder=4)
+    ax.set_xlabel("period", fontsize=7)
+    ax.set_ylabel("validation loss", fontsize=7)
+    ax.tick_params(labelsize=6)
+    if highlight:
+        ax.legend(fontsize=6)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -90,7 +90,7 @@ def train_arm(arm: Arm, data: Split, seeds: Sequence[int]) -> list[MaxImageHeads
     for s in seeds:
         cfg = replace(arm.cfg, seed=s)
         if not arm.trained:
-            out.append(make_heads(data.img.shape[1], data.words.dim, cfg.embed_dim, s, cfg.score))
+            out.append(make_heads(data.img.shape[1], data.words.dim, cfg.embed_dim, s, cfg.score, cfg.bias_init))
             continue
         links = data.corpus.caption_image
         links = shuffled_caption_image(links, s) if arm.shuffled else links
@@ -120,7 +120,8 @@ def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[
     validation loss is recorded, never used). An untrained arm returns its initial heads.
     """
     if not arm.trained:
-        return Trained([make_heads(data.fit.img.shape[1], data.fit.words.dim, arm.cfg.embed_dim, s, arm.cfg.score)
+        return Trained([make_heads(data.fit.img.shape[1], data.fit.words.dim, arm.cfg.embed_dim, s, arm.cfg.score,
+                                   arm.cfg.bias_init)
                         for s in seeds], None, None)
     if grid.higher_is_better:
         raise ValueError("chapter 1 selects on the validation loss: the grid needs higher_is_better=False")
@@ -139,6 +140,25 @@ def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[
                    for s in fresh}
     record = {"arm": arm.name, "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": {s: curves[s] for s in seeds}}
     return Trained([heads[s] for s in seeds], sel, record)
+
+
+def train_more(arm: Arm, data: Splits, selections: Sequence[Selection], seeds: Sequence[int],
+               period: int, curves: list[dict] | None = None) -> list[MaxImageHeads]:
+    """More seeds of a trained arm: each trained afresh at the lr and number of periods its
+    selection in ``selections`` chose (what :func:`train_selected` does for a seed outside the
+    selection), on the CPU; [] for no seeds. Their curves are appended to ``curves`` as one
+    record named "<arm>, more seeds" (the format of :func:`train_selected`'s)."""
+    sel = {s.arm: s for s in selections if s}.get(arm.name)
+    if sel is None:
+        raise ValueError(f"train_more: no selection for arm {arm.name!r}; train it with train_logged first")
+    if not seeds:
+        return []
+    run = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], seeds, sel.epochs, period,
+                       shuffled=arm.shuffled)
+    if curves is not None:
+        curves.append({"arm": f"{arm.name}, more seeds", "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": {
+            s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": False} for s in seeds}})
+    return [h.cpu() for h in run.heads(sel.lr)]
 
 
 def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int,

@@ -125,6 +125,13 @@ def centre_prior_sentence(f: verdicts.Falsification) -> str:
     if not f.positive_passed:  # a planted excess of exactly the margin shows once the half-width is below it
         head += (f" The planted prior's interval has half-width {(p.ci_high - p.ci_low) / 2:.3f}; it would need "
                  f"one below the margin ({p.margin:g}) to show.")
+    if f.controls_pass and t.verdict == verdicts.A_BETTER:  # 'better' here is more centre argmaxes: a prior
+        size = ("an excess of the margin ({:g}) is neither shown nor excluded" if t.ci_low < t.margin < t.ci_high else
+                "the excess is at least the margin ({:g})" if t.ci_low >= t.margin else
+                "an excess of the margin ({:g}) is excluded").format(t.margin)
+        return (f"{head.replace(f'**{f.conclusion}**', '**centre prior detected**')} The model trained at the highest "
+                f"bias puts more of its argmaxes in the centre cells of the unbiased test than the bias-0 model, "
+                f"{t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]; {size}.")
     if not f.controls_pass or t.verdict == verdicts.A_BETTER:
         return f"{head} The interval: {t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]."
     bound = "is excluded too" if t.ci_high <= t.margin else "is not"

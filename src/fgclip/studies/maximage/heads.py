@@ -18,6 +18,11 @@ from ...train.loop import HeadTraining, train_loop
 from .data import Corpus, Split, WordBank
 
 LOSSES = ("npair", "triplet-hardest", "triplet-semi-hard")
+# How the heads' biases start: "default" is PyTorch's nn.Linear draw (uniform in
+# +-1/sqrt(fan_in)), which adds one shared vector to every cell's v and every word's t, so the
+# untrained map is nearly the same for every word; "zero" starts every bias at 0 (the weights
+# keep their seeded draw), so the untrained map already depends on the word.
+BIAS_INITS = ("default", "zero")
 # How a map becomes a point, and whether the far box edges count (eq-pointing-hit): "resized" is
 # MultiGrounding's read-out (the map resized bilinearly to the image, its argmax pixel, closed box
 # edges), the chapter's rule; "cell-centre" is the centre of the argmax cell with half-open edges.
@@ -38,6 +43,7 @@ class TrainConfig(HeadTraining):
     margin: float = 0.2  # triplet hinge
     score: str = "cosine"  # "cosine" (normalised v, t) or "dot" (the paper's Eq. 1)
     mask_same_text: bool = False  # drop same-text false negatives from the loss (needs caption_text)
+    bias_init: str = "default"  # how the heads' biases start (BIAS_INITS)
 
 
 def rule_of(rule: str) -> tuple:
@@ -88,10 +94,19 @@ def map_points(heats: torch.Tensor, hws, rule: str = "resized") -> list[tuple[fl
 
 
 def make_heads(image_dim: int, word_dim: int, embed_dim: int, seed: int,
-               score: str = "cosine") -> MaxImageHeads:
-    """Heads at their seeded random initialisation (the "untrained model" baseline)."""
+               score: str = "cosine", bias_init: str = "default") -> MaxImageHeads:
+    """Heads at their seeded random initialisation (the "untrained model" baseline); with
+    ``bias_init="zero"`` every bias starts at 0 and the weights are the same seeded draw."""
+    if bias_init not in BIAS_INITS:
+        raise ValueError(f"bias_init must be one of {BIAS_INITS}, got {bias_init!r}")
     torch.manual_seed(seed)
-    return MaxImageHeads(image_dim, word_dim, embed_dim, score)
+    heads = MaxImageHeads(image_dim, word_dim, embed_dim, score)
+    if bias_init == "zero":
+        with torch.no_grad():
+            for layer in heads.modules():
+                if isinstance(layer, torch.nn.Linear):
+                    layer.bias.zero_()
+    return heads
 
 
 def encode(heads: MaxImageHeads, img: torch.Tensor, words: torch.Tensor
@@ -150,7 +165,7 @@ def train_heads(img: torch.Tensor, words: WordBank | torch.Tensor, mask: torch.T
         raise ValueError("mask_same_text=True needs caption_text (one text id per caption)")
     device = torch.device(cfg.device)
     epoch_batches = caption_batches(caption_image, cfg.batch_size, cfg.seed)
-    heads = make_heads(img.shape[1], bank.dim, cfg.embed_dim, cfg.seed, cfg.score).to(device)
+    heads = make_heads(img.shape[1], bank.dim, cfg.embed_dim, cfg.seed, cfg.score, cfg.bias_init).to(device)
     text_ids = torch.as_tensor(caption_text) if cfg.mask_same_text else None
 
     def batch_loss(batch) -> dict[str, torch.Tensor]:

@@ -180,7 +180,7 @@ def train_stacks(fit: Split, val: Split | None, cfg: TrainConfig, lrs: Sequence[
     def ids(split: Split) -> torch.Tensor | None:
         return torch.as_tensor(split.text_ids) if cfg.mask_same_text else None
 
-    stacks = [StackedHeads([make_heads(fit.img.shape[1], fit.words.dim, cfg.embed_dim, s, cfg.score)
+    stacks = [StackedHeads([make_heads(fit.img.shape[1], fit.words.dim, cfg.embed_dim, s, cfg.score, cfg.bias_init)
                             for s in seeds]).to(device) for _ in lrs]
     streams = [batch_stream(links(fit, s), cfg.batch_size, s) for s in seeds]
     fit_ids = ids(fit)

@@ -102,3 +102,67 @@ def off_object_sentence(reading: dict) -> str:
     return (f"over the {reading['n']} trained seeds of the arms, a seed's pointing accuracy correlates at "
             f"r = {c['off objects']:+.2f} with the share of its points off every object ({min(off):.0%}-{max(off):.0%}) "
             f"and at r = {c['other object']:+.2f} with the share on another object ({min(other):.0%}-{max(other):.0%})")
+
+
+def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: np.ndarray,
+                         floors: Mapping[str, np.ndarray]) -> tuple[list[dict], str]:
+    """Every seed of one ``arm`` ((n_seeds, n_kept) ``hits`` and ``off``-object flags) read
+    against each floor in ``floors`` (name -> (n_seeds, n_kept) scores of the same seed: a
+    caption-blind pointer repeated, or the seed's own saliency or untrained heads): one record
+    per seed below any floor, with its off-object share, and a sentence naming them beside the
+    other seeds' shares. What they have in common is what the sentence can say of a cause."""
+    acc, share = hits.mean(axis=1), off.mean(axis=1)
+    means = {name: np.asarray(f, float).mean(axis=1) for name, f in floors.items()}
+    if any(len(m) != len(seeds) for m in means.values()) or len(acc) != len(seeds):
+        raise ValueError("seeds_below_sentence: every score needs one row per seed")
+    rows = [{"arm": arm, "seed": int(s), "accuracy": float(acc[j]), "off objects": float(share[j]),
+             "floors": {n: float(m[j]) for n, m in means.items() if acc[j] < m[j]}}
+            for j, s in enumerate(seeds) if any(acc[j] < m[j] for m in means.values())]
+    if not rows:
+        return rows, f"none of the {len(seeds)} seeds of {arm} is below {', '.join(floors)}"
+    low = {r["seed"] for r in rows}
+    rest = [float(x) for s, x in zip(seeds, share) if s not in low]
+    named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
+                      + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
+                      + f"; {r['off objects']:.0%} of its points off every object)" for r in rows)
+    others = f"the other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else "no other seed"
+    lows = [r["off objects"] for r in rows]
+    cause = ("each of them has more of its points off every object than any other seed: their maps settle on "
+             "background; why a seed settles there is not established here" if rest and min(lows) > max(rest)
+             else "their off-object shares overlap the other seeds': the cause is not established here")
+    return rows, (f"{len(rows)} of the {len(seeds)} seeds of {arm} below a floor: {named}; {others} off every "
+                  f"object; {cause}")
+
+
+def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float]
+                  ) -> tuple[list[dict], str]:
+    """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
+    batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
+    record's column holding it or to one number for every row. ``label`` is a format string
+    over a record's fields naming its arm and seed. Their points were not read for where they
+    land, so the sentence names no cause."""
+    out = []
+    for r in records:
+        under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
+                 if float(r[value]) < float(r[f] if isinstance(f, str) else f)}
+        if under:
+            out.append({"seed of": label.format(**r), "value": float(r[value]), "floors": under})
+    if not out:
+        return out, f"no seed is below {' or '.join(floors)}"
+    named = "; ".join(f"{o['seed of']} ({o['value']:.3f}, below "
+                      + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items()) + ")" for o in out)
+    return out, (f"{len(out)} below a floor: {named}; where their points land was not read, "
+                 "so no cause is given for them")
+
+
+def bias_and_batch_below(sweep: Sequence[Mapping], dot_sweep: Sequence[Mapping], batch: Sequence[Mapping],
+                         centre: float, random: float) -> tuple[list[dict], str]:
+    """:func:`records_below` over the centre-bias sweeps' rows (each against the centre point
+    of its own world; the dot-score sweep labelled as such) and the batch-size rows (against the
+    chapter test's centre and random points): every such seed below a floor, and one sentence."""
+    rows = [*sweep, *({**r, "train_bias": f"{r['train_bias']}, dot score"} for r in dot_sweep)]
+    bias, bias_text = records_below(rows, "bias {train_bias} seed {seed}", "model",
+                                    {"centre point of its world": "centre point"})
+    bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing",
+                                {"centre point": centre, "random point": random})
+    return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

@@ -1,0 +1,183 @@
+"""How chapter 1's heads start (fgclip.studies.maximage.init_census): the zero-bias start, the
+census that chooses it on the validation loss, and the clear errors for a bad choice."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from fgclip.runner import ParameterError, validate
+from fgclip.studies.maximage import arms as ma
+from fgclip.studies.maximage import init_census as mic
+from fgclip.studies.maximage.heads import TrainConfig, caption_word_maps, make_heads, project_images
+from test_ch1_arms import _split
+
+
+def test_zero_start_keeps_the_seeded_weights_and_zeroes_every_bias():
+    default, zero = make_heads(8, 6, 8, 3), make_heads(8, 6, 8, 3, bias_init="zero")
+    for (name, a), (_, b) in zip(default.named_parameters(), zero.named_parameters()):
+        if name.endswith("bias"):
+            assert torch.count_nonzero(b) == 0 and torch.count_nonzero(a) > 0, name
+        else:
+            assert torch.equal(a, b), name
+    with pytest.raises(ValueError, match="bias_init must be one of"):
+        make_heads(8, 6, 8, 3, bias_init="zeros")
+
+
+def test_a_shared_bias_makes_the_untrained_map_caption_blind():
+    """Inputs that carry nothing shared (zero-mean noise) and a large shared output bias: every
+    word's map then peaks where the image's cells align with that one vector, so the word pairs
+    of a caption agree far more often than with the biases at zero."""
+    data, cfg = _split(n_images=16), TrainConfig(embed_dim=8)
+    zero = mic.untrained_agreement(data, cfg, [0, 1, 2], "zero")
+    heads = make_heads(8, 6, 8, 0)
+    with torch.no_grad():
+        heads.text[2].bias.mul_(50.0)  # the shared vector dominates every word's t
+    v = project_images(heads, data.img)
+    peaks = [caption_word_maps(heads, v, data.words, i, i, 5).flatten(1).argmax(dim=1) for i in range(16)]
+    blind = np.mean([float((p[:, None] == p[None, :]).float().sum() - 5) / 20 for p in peaks])
+    assert blind > 0.9 and zero < 0.6, (blind, zero)
+
+
+def test_choose_init_takes_the_lower_mean_loss_and_keeps_the_first_on_a_tie():
+    assert mic.choose_init({"default": [2.8, 2.9], "zero": [2.7, 2.75]}) == "zero"
+    assert mic.choose_init({"default": [2.7, 2.9], "zero": [2.9, 2.7]}) == "default"
+    with pytest.raises(ValueError, match="at least one census seed"):
+        mic.choose_init({"default": [], "zero": [1.0]})
+
+
+def test_census_trains_each_start_stops_each_seed_at_its_lowest_validation_loss():
+    fit, val = _split(n_images=12, seed=0), _split(n_images=8, seed=1)
+    data = ma.Splits(fit, val, val)
+    cfg = TrainConfig(batch_size=4, embed_dim=8, mask_same_text=True)
+    census = mic.run_init_census(data, cfg, 0.01, [5, 6], 3, 2, 0.0, "hull")
+    run = ma.train_stacks(fit, val, replace(cfg, bias_init="zero", lr=0.01), [0.01], [5, 6], 3, 2)
+    assert census.val_loss["zero"] == [min(run.curves[(0.01, s)]) for s in (5, 6)]
+    assert census.best_period["zero"] == [int(np.argmin(run.curves[(0.01, s)])) + 1 for s in (5, 6)]
+    assert census.chosen == mic.choose_init(census.val_loss)
+    assert set(census.val_pointing) == {"default", "zero"} and all(0 <= a <= 1 for v in census.val_pointing.values() for a in v)
+    assert census.below_pointer("zero") == sum(a < census.pointer for a in census.val_pointing["zero"])
+    assert census.to_dict()["chosen"] == census.chosen and "bias start chosen" in census.sentence()
+
+
+def test_a_bad_bias_start_is_named_before_anything_trains():
+    assert mic.resolve_bias_init("zero", None) == "zero"
+    with pytest.raises(ValueError, match="parameter 'bias_init'"):
+        mic.resolve_bias_init("select", None)
+    with pytest.raises(ValueError, match="parameter 'bias_init'"):
+        mic.resolve_bias_init("zeros", None)
+    with pytest.raises(ParameterError, match="bias_init"):
+        validate("ch1", {"bias_init": "zeros"})
+    with pytest.raises(ParameterError, match="init_census_seeds > 0"):
+        validate("ch1", {"bias_init": "select", "init_census_seeds": 0})
+    assert validate("ch1", {"bias_init": "zero", "init_census_seeds": 0})["bias_init"] == "zero"
+
+
+def test_train_more_trains_fresh_seeds_at_the_arms_chosen_point():
+    """The grounding test's extra seeds: each is the head train_selected gives a seed outside
+    its selection (same lr, same periods), and an arm without a selection is refused."""
+    from fgclip.train.selection import SelectionGrid
+
+    fit, val = _split(n_images=12, seed=0), _split(n_images=8, seed=1)
+    data, cfg = ma.Splits(fit, val, val), TrainConfig(batch_size=4, embed_dim=8, mask_same_text=True)
+    arm, log = ma.Arm("N-Pair MaxImage", cfg), []
+    grid = SelectionGrid(lrs=(0.003, 0.01, 0.03), seeds=(0, 1), epochs=3, higher_is_better=False)
+    selected = ma.train_logged(arm, data, grid, [0, 1, 2], 2, log)
+    more = ma.train_more(arm, data, log, [2], 2)
+    assert all(torch.equal(a, b) for a, b in zip(selected[2].state_dict().values(), more[0].state_dict().values()))
+    assert ma.train_more(arm, data, log, [], 2) == []
+    with pytest.raises(ValueError, match="no selection for arm"):
+        ma.train_more(ma.Arm("triplet", cfg), data, log, [2], 2)
+
+
+def _judge(model_shift: float, noise: float, seed: int = 0):
+    from fgclip.studies.maximage import evaluation as ev
+
+    rng = np.random.default_rng(seed)
+    n_seeds, n_units = 8, 400
+    pointer = np.tile(rng.uniform(0.3, 0.8, n_units), (n_seeds, 1))
+    model = np.clip(pointer + model_shift + noise * rng.normal(size=(n_seeds, 1)) + 0.05 * rng.normal(size=pointer.shape), 0, 1)
+    shuffled = rng.uniform(0, 1, (n_seeds, n_units))
+    scores = {"model": model, "pointer": pointer, "planted": ev.planted_effect_scores(model, pointer, 0.05),
+              "shuffled": shuffled, "saliency": shuffled.copy()}
+    judge = ev.ArmJudge(scores, {"all": np.ones(n_units, bool)}, np.arange(n_units) // 4, 0, 0.05)
+    return ev.grounding_falsification(judge, "model", "pointer", "planted", "shuffled", "saliency")
+
+
+def test_grounding_sentence_bounds_the_advantage_only_when_both_controls_pass():
+    from fgclip.studies.maximage import evaluation as ev
+
+    quiet = _judge(model_shift=-0.01, noise=0.005)  # controls pass, no advantage
+    assert quiet.controls_pass and quiet.test.verdict != "A better"
+    text = ev.grounding_sentence(quiet)
+    assert f"any advantage above {max(quiet.test.ci_high, 0):.3f} is excluded" in text
+    assert ("does not beat pointer by the margin" in text) == (quiet.test.ci_high <= 0.05)
+    assert text.startswith(f"model vs pointer, {quiet.test.difference:+.3f}")
+    noisy = _judge(model_shift=-0.01, noise=0.3)  # the planted effect drowns: the test cannot decide
+    assert not noisy.positive_passed
+    assert "excluded" not in ev.grounding_sentence(noisy) and "The test:" in ev.grounding_sentence(noisy)
+
+
+def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share():
+    from fgclip.studies.maximage import seeds as msd
+
+    hits = np.array([[1, 1, 0, 1], [0, 0, 0, 1], [1, 0, 1, 1]], float)  # seed 11 at 0.25
+    off = np.array([[0, 0, 1, 0], [1, 1, 1, 0], [0, 1, 0, 0]], float)
+    sal = np.array([[0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0]], float)  # seed 11's own saliency 0.5
+    centre = np.full((3, 4), 0.3)
+    rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": centre, "saliency": sal})
+    assert [r["seed"] for r in rows] == [11] and rows[0]["off objects"] == 0.75
+    assert rows[0]["floors"] == {"centre point": 0.3, "saliency": 0.5}
+    assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
+    assert "the other seeds 25%-25%" in text and "their maps settle on background" in text
+    _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
+    assert "the cause is not established here" in text
+    none, text = msd.seeds_below_sentence("arm", [10, 12], hits[[0, 2]], off[[0, 2]], {"saliency": sal[[0, 2]]})
+    assert none == [] and text.startswith("none of the 2 seeds")
+    with pytest.raises(ValueError, match="one row per seed"):
+        msd.seeds_below_sentence("arm", [10, 11], hits, off, {"saliency": sal})
+
+
+def test_a_detected_centre_prior_is_named_a_prior_not_a_merit():
+    from fgclip import verdicts
+    from fgclip.studies.maximage import bias as mb
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, (6, 300)) < 0.1
+    biased = base + 0.2  # centre shares well above the bias-0 model's
+    v = lambda a, b: verdicts.compare(a, b, claim="c", arms=("trained at bias 0.9", "trained at bias 0.0"),  # noqa: E731
+                                      unit="phrases", clusters=np.arange(300) // 3, cluster_unit="images", margin=0.05)
+    f = verdicts.falsify(v(biased, base), v(base + 0.2, base), v(base.astype(float), base.astype(float) + 1e-3))
+    assert f.controls_pass and f.test.verdict == verdicts.A_BETTER
+    text = mb.centre_prior_sentence(f)
+    assert "**centre prior detected**" in text and "better**" not in text and "at least the margin" in text
+
+
+def test_table_seeds_below_a_floor_are_named_without_a_cause():
+    import matplotlib
+    matplotlib.use("Agg")
+    from fgclip.studies.maximage import seeds as msd
+    from fgclip.viz.selection import plot_seed_curves
+
+    rows = [{"train_bias": 0.0, "seed": 4, "model": 0.2, "centre point": 0.3},
+            {"train_bias": 0.9, "seed": 4, "model": 0.5, "centre point": 0.3}]
+    out, text = msd.records_below(rows, "bias {train_bias} seed {seed}", "model", {"centre point": "centre point",
+                                                                                     "random point": 0.1})
+    assert out == [{"seed of": "bias 0.0 seed 4", "value": 0.2, "floors": {"centre point": 0.3}}]
+    assert text.startswith("1 below a floor: bias 0.0 seed 4 (0.200, below centre point 0.300)") and "no cause" in text
+    assert msd.records_below(rows[1:], "{seed}", "model", {"c": "centre point"})[1] == "no seed is below c"
+    rec = {"arm": "a", "lr": 0.1, "chosen_periods": 2, "seeds": {"0": {"val": [3.0, 2.0, 2.5]}, "7": {"val": [3.0, 2.9, 2.8]}}}
+    fig = plot_seed_curves([rec], highlight=[7])
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["seed 7"]
+
+
+def test_bias_and_batch_seeds_are_read_against_their_own_floors():
+    from fgclip.studies.maximage import seeds as msd
+
+    sweep = [{"train_bias": 0.0, "seed": 4, "model": 0.2, "centre point": 0.3}]
+    dot = [{"train_bias": 0.0, "seed": 4, "model": 0.017, "centre point": 0.3}]
+    batch = [{"batch_size": 8, "seed": 4, "pointing": 0.031}, {"batch_size": 64, "seed": 4, "pointing": 0.5}]
+    rows, text = msd.bias_and_batch_below(sweep, dot, batch, centre=0.41, random=0.1)
+    assert [r["seed of"] for r in rows] == ["bias 0.0 seed 4", "bias 0.0, dot score seed 4", "B=8 seed 4"]
+    assert rows[-1]["floors"] == {"centre point": 0.41, "random point": 0.1}
+    assert text.startswith("seeds of the centre-bias arms: 2 below a floor") and "; of the batch-size arms: 1 below" in text

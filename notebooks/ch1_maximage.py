@@ -654,10 +654,10 @@ display(show_source(mb.bias_verdicts))
 # more), its lr and periods chosen on validation like every arm's.
 
 # %%
-bs_scores = {bs: scores[M] if bs == batch_size else ev.arm_scores(ma.train_logged(
+bs_reads = {bs: (scores[M], off[M]) if bs == batch_size else ev.arm_points_read(ma.train_logged(
     ma.Arm(f"B={bs}", replace(base, batch_size=bs)), data, grid, seeds, period, selections, curves), test, keep, parse)
-    for bs in batch_sizes}  # bs -> (n_seeds, n_kept) hits of N-Pair MaxImage at batch size bs
-bs_table, batch_v = ev.batch_size_verdicts(vs, bs_scores, seeds)  # a row per (batch size, seed); largest vs smallest
+    for bs in batch_sizes}  # bs -> (hits, off-object flags), each (n_seeds, n_kept), of N-Pair MaxImage at batch size bs
+bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads.items()} for k in (0, 1)), seeds)  # a row per (bs, seed)
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
 other_below, other_text = msd.bias_and_batch_below(sweep.table.to_dict("records"), dot_sweep.table.to_dict("records"), bs_table.to_dict(

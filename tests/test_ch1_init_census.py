@@ -181,3 +181,14 @@ def test_bias_and_batch_seeds_are_read_against_their_own_floors():
     assert [r["seed of"] for r in rows] == ["bias 0.0 seed 4", "bias 0.0, dot score seed 4", "B=8 seed 4"]
     assert rows[-1]["floors"] == {"centre point": 0.41, "random point": 0.1}
     assert text.startswith("seeds of the centre-bias arms: 2 below a floor") and "; of the batch-size arms: 1 below" in text
+
+
+def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
+    from fgclip.studies.maximage import seeds as msd
+
+    batch = [{"batch_size": 8, "seed": s, "pointing": p, "off objects": o}
+             for s, p, o in ((0, 0.5, 0.2), (1, 0.03, 0.9), (2, 0.45, 0.25))]
+    rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
+    assert [r["seed of"] for r in rows] == ["B=8 seed 1"] and rows[0]["off objects"] == 0.9
+    assert "90% of its points off every object, the arm's other seeds 20%-25%" in text
+    assert "its maps settle on background; why they do is not established here" in text

@@ -236,11 +236,12 @@ def test_batch_size_verdicts_pair_the_largest_with_the_smallest_batch():
     images = np.arange(60) % 20
     judge = ev.ArmJudge({}, {}, images, seed=0, margin=0.05)
     x = {8: (rng.random((3, 60)) < 0.3).astype(float), 64: (rng.random((3, 60)) < 0.9).astype(float)}
-    table, vs = ev.batch_size_verdicts(judge, x, [0, 1, 2])
+    table, vs = ev.batch_size_verdicts(judge, x, {k: 1 - v for k, v in x.items()}, [0, 1, 2])
     assert len(table) == 6 and table.query("batch_size == 8 and seed == 1").pointing.item() == x[8][1].mean()
+    assert table.query("batch_size == 8 and seed == 1")["off objects"].item() == pytest.approx(1 - x[8][1].mean())
     assert vs[0].arms == ("B=64", "B=8") and vs[0].verdict == verdicts.A_BETTER
     assert abs(vs[0].difference - (x[64].mean() - x[8].mean())) < 1e-12
-    assert ev.batch_size_verdicts(judge, {64: x[64]}, [0, 1, 2])[1] == []
+    assert ev.batch_size_verdicts(judge, {64: x[64]}, None, [0, 1, 2])[1] == []
 
 
 def test_shuffled_links():

@@ -218,7 +218,8 @@ def kept_images(data, keep: np.ndarray) -> np.ndarray:
 def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[MaxImageHeads],
                  own, own_keep: np.ndarray, zero, zero_keep: np.ndarray, mode: str):
     """The centre-bias test of models trained at ``bias``: per seed, accuracy on their own
-    world's test (all and non-centre phrases) beside its centre and object-pointer floors,
+    world's test (all and non-centre phrases) beside its centre and object-pointer floors, the
+    share of its points there off every object,
     accuracy on the bias-0 test (cross-evaluation) and the share of argmaxes there in the
     centre cells. Returns (rows, hits on bias 0 (S, K0), centre share on bias 0 (S, K0),
     the points on bias 0 per seed)."""
@@ -230,8 +231,10 @@ def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[Max
     share = np.stack([centre_share(p, zero, zero_keep) for p in zpts])
     rows = []
     for j, (s, h) in enumerate(zip(seeds, heads_per_seed)):
-        acc = hits(model_points(h, own, mode), own, own_keep)
+        pts = model_points(h, own, mode)
+        acc = hits(pts, own, own_keep)
         rows.append({"train_bias": bias, "seed": s, "model": acc.mean(),
+                     "off objects": off_objects(pts, own, own_keep).mean(),
                      "model, non-centre": acc[nc].mean(), "centre point": centre,
                      "object pointer": objp, "model on bias-0 test": on_zero[j].mean(),
                      "… non-centre": on_zero[j][znc].mean(),
@@ -317,12 +320,14 @@ def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
                          for a, x in scores.items() for j, s in enumerate(seeds)])
 
 
-def batch_size_verdicts(judge: ArmJudge, bs_scores: Mapping[int, np.ndarray], seeds: Sequence[int]
-                        ) -> tuple[pd.DataFrame, list[verdicts.Verdict]]:
-    """The batch-size study read out: one row per (batch size, seed) with its pointing accuracy,
-    and the largest batch against the smallest, paired on the judge's phrases (none when
-    fewer than two sizes ran). ``bs_scores``: batch size -> (n_seeds, n_kept) hits."""
-    table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, seed=s, pointing=x[j].mean())
+def batch_size_verdicts(judge: ArmJudge, bs_scores: Mapping[int, np.ndarray], bs_off: Mapping[int, np.ndarray] | None,
+                        seeds: Sequence[int]) -> tuple[pd.DataFrame, list[verdicts.Verdict]]:
+    """The batch-size study read out: one row per (batch size, seed) with its pointing accuracy
+    (and, given ``bs_off``, the share of its points off every object), and the largest batch
+    against the smallest, paired on the judge's phrases (none when fewer than two sizes ran).
+    ``bs_scores``, ``bs_off``: batch size -> (n_seeds, n_kept) hits, off-object flags."""
+    table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, seed=s, pointing=x[j].mean(),
+                               **({"off objects": bs_off[bs][j].mean()} if bs_off else {}))
                           for bs, x in bs_scores.items() for j, s in enumerate(seeds)])
     small, large = min(bs_scores, default=0), max(bs_scores, default=0)
     return table, [judge.paired(f"B={large}", f"B={small}", f"N-Pair at an equal step budget, B={large} vs B={small}",

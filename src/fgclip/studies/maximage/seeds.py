@@ -134,25 +134,39 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
                   f"object; {cause}")
 
 
-def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float]
-                  ) -> tuple[list[dict], str]:
+def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
+                  group: str | None = None) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
-    over a record's fields naming its arm and seed. Their points were not read for where they
-    land, so the sentence names no cause."""
-    out = []
+    over a record's fields naming its arm and seed, ``group`` one naming its arm. Where the
+    rows carry "off objects", each named seed's share is set beside its arm's other seeds'."""
+    below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
                  if float(r[value]) < float(r[f] if isinstance(f, str) else f)}
         if under:
-            out.append({"seed of": label.format(**r), "value": float(r[value]), "floors": under})
-    if not out:
-        return out, f"no seed is below {' or '.join(floors)}"
+            below.append((r, {"seed of": label.format(**r), "value": float(r[value]), "floors": under}))
+    if not below:
+        return [], f"no seed is below {' or '.join(floors)}"
+
+    def off(r: Mapping) -> str:
+        if "off objects" not in r or group is None:
+            return ""
+        rest = [float(o["off objects"]) for o in records if group.format(**o) == group.format(**r)
+                and all(o is not b for b, _ in below)]
+        others = f", the arm's other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else ", as is every other seed of the arm"
+        return f"; {float(r['off objects']):.0%} of its points off every object{others}"
+    for r, o in below:
+        if "off objects" in r:
+            o["off objects"] = float(r["off objects"])
     named = "; ".join(f"{o['seed of']} ({o['value']:.3f}, below "
-                      + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items()) + ")" for o in out)
-    return out, (f"{len(out)} below a floor: {named}; where their points land was not read, "
-                 "so no cause is given for them")
+                      + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items()) + off(r) + ")" for r, o in below)
+    cause = ("where their points land was not read, so no cause is given for them"
+             if not all("off objects" in r for r, _ in below) else
+             "where a seed's off-object share exceeds its arm's other seeds', its maps settle on background; "
+             "why they do is not established here")
+    return [o for _, o in below], f"{len(below)} below a floor: {named}; {cause}"
 
 
 def bias_and_batch_below(sweep: Sequence[Mapping], dot_sweep: Sequence[Mapping], batch: Sequence[Mapping],
@@ -162,7 +176,7 @@ def bias_and_batch_below(sweep: Sequence[Mapping], dot_sweep: Sequence[Mapping],
     chapter test's centre and random points): every such seed below a floor, and one sentence."""
     rows = [*sweep, *({**r, "train_bias": f"{r['train_bias']}, dot score"} for r in dot_sweep)]
     bias, bias_text = records_below(rows, "bias {train_bias} seed {seed}", "model",
-                                    {"centre point of its world": "centre point"})
+                                    {"centre point of its world": "centre point"}, "bias {train_bias}")
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing",
-                                {"centre point": centre, "random point": random})
+                                {"centre point": centre, "random point": random}, "B={batch_size}")
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

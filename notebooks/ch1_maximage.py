@@ -445,8 +445,9 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 # object, the wrong one) or a point off every object (the map peaks on background). Which of
 # the two tracks a seed's accuracy is read over every trained seed of every arm, as a
 # correlation ({func}`fgclip.studies.maximage.seeds.off_object_reading`). The three shares
-# (hit, other object, off every object) add to one, so accuracy must track whichever miss
-# share varies more: the reading says where a seed's misses go, not why they go there. Every seed's
+# (hit, other object, off every object) add to one, so a strong correlation with one miss
+# share partly restates that the other varies less across seeds: the reading says where a
+# seed's misses go, not why they go there. Every seed's
 # training and validation loss per period, the seeds trained after the selection included,
 # is in `ch1.json` (`seed_curves`).
 
@@ -461,8 +462,8 @@ scores[CC] = ev.arm_scores(heads[arms.main], test, keep, parse, "cell-centre")  
 if model.startswith("toy"):  # a real open_clip model at random init would take too long here
     torch.manual_seed(seed)
     rand = load(root, clip_=create_clip(model, pretrained=None, device=device))
-    rand_heads = ma.train_logged(ma.Arm("random-init CLIP", base), rand, grid, seeds, period, selections, curves)
-    scores["random-init CLIP + trained heads"] = ev.arm_scores(rand_heads, rand.test, keep, parse)
+    rand_heads = ma.train_logged(ma.Arm(RI := "random-init CLIP + trained heads", base), rand, grid, seeds, period, selections, curves)
+    scores[RI], off[RI] = ev.arm_points_read(rand_heads, rand.test, keep, parse)  # its floors below are the pretrained CLIP's
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
     scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves,
     off=off))))
@@ -661,7 +662,7 @@ bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
 other_below, other_text = msd.bias_and_batch_below(sweep.table.to_dict("records"), dot_sweep.table.to_dict("records"), bs_table.to_dict(
-    "records"), float(scores["centre point"].mean()), float(scores["random point"].mean()))  # every seed of these arms below a floor
+    "records"), float(scores["centre point"].mean()), float(scores["random point"].mean()), share_margin)  # every seed of these arms below a floor
 print(other_text)
 
 # %% [markdown]

@@ -68,7 +68,8 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
             bits = [f"{r['accuracy']:.3f}", "below " + " and ".join(
                 f"{f} at {r['random'] if f == 'random point' else r['saliency']:.3f}" for f in r["floors"])]
             if untrained in scores and arm != untrained:
-                bits.append(f"its untrained heads {scores[untrained][j].mean():.3f}")
+                bits.append(f"{'the pretrained CLIP' if 'random-init' in arm else 'its'} untrained heads "
+                            f"{scores[untrained][j].mean():.3f}")
             if off is not None and arm in off and len(seeds) > 1:
                 share = off[arm].mean(axis=1)  # (n_seeds,)
                 rest = np.delete(share, j)
@@ -77,7 +78,9 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
-        out.append(f"{arm}: " + ", ".join(parts))
+        note = (" (its saliency floor and untrained heads are the pretrained CLIP's: this arm's own were not read)"
+                if "random-init" in arm else "")
+        out.append(f"{arm}{note}: " + ", ".join(parts))
     return out
 
 
@@ -135,12 +138,14 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
 
 
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
-                  group: str | None = None) -> tuple[list[dict], str]:
+                  group: str | None = None, by: float = 0.05) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
     over a record's fields naming its arm and seed, ``group`` one naming its arm. Where the
-    rows carry "off objects", each named seed's share is set beside its arm's other seeds'."""
+    rows carry "off objects", each named seed's share is set beside its arm's other seeds', and an
+    arm whose every named seed is at least ``by`` further off every object than each of its seeds
+    above the floors is said to settle on background (the chapter passes its share margin)."""
     below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
@@ -150,33 +155,49 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     if not below:
         return [], f"no seed is below {' or '.join(floors)}"
 
+    low = [r for r, _ in below]
+
+    def others(r: Mapping) -> list[float]:  # every other seed of r's arm, below a floor or not
+        return [float(o["off objects"]) for o in records if o is not r and group.format(**o) == group.format(**r)]
+
     def off(r: Mapping) -> str:
         if "off objects" not in r or group is None:
             return ""
-        rest = [float(o["off objects"]) for o in records if group.format(**o) == group.format(**r)
-                and all(o is not b for b, _ in below)]
-        others = f", the arm's other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else ", as is every other seed of the arm"
-        return f"; {float(r['off objects']):.0%} of its points off every object{others}"
+        rest = others(r)
+        return f"; {float(r['off objects']):.0%} of its points off every object" + (
+            f", the arm's other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else "")
     for r, o in below:
         if "off objects" in r:
             o["off objects"] = float(r["off objects"])
     named = "; ".join(f"{o['seed of']} ({o['value']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items()) + off(r) + ")" for r, o in below)
-    cause = ("where their points land was not read, so no cause is given for them"
-             if not all("off objects" in r for r, _ in below) else
-             "where a seed's off-object share exceeds its arm's other seeds', its maps settle on background; "
-             "why they do is not established here")
+    read = group is not None and all("off objects" in r for r in low)
+
+    def apart(r: Mapping) -> bool:  # more off every object, by ``by``, than each seed of its arm above the floors
+        up = [float(o["off objects"]) for o in records if all(o is not x for x in low) and group.format(**o) == group.format(**r)]
+        return bool(up) and float(r["off objects"]) >= max(up) + by
+    if not read:
+        return [o for _, o in below], (f"{len(below)} below a floor: {named}; where their points land was not read, "
+                                       "so no cause is given for them")
+    arms = list(dict.fromkeys(group.format(**r) for r in low))
+    settled = [a for a in arms if all(apart(r) for r in low if group.format(**r) == a)]
+    rest = [a for a in arms if a not in settled]
+    cause = "; ".join(
+        ([f"{', '.join(settled)}: each such seed has at least {by * 100:.0f} percentage points more of its points off every object than any "
+          "seed of its arm above the floors, so its maps settle on background (why is not established here)"] if settled else [])
+        + ([f"{', '.join(rest)}: not so (or no seed of the arm is above the floors), so no cause is read"] if rest else []))
     return [o for _, o in below], f"{len(below)} below a floor: {named}; {cause}"
 
 
 def bias_and_batch_below(sweep: Sequence[Mapping], dot_sweep: Sequence[Mapping], batch: Sequence[Mapping],
-                         centre: float, random: float) -> tuple[list[dict], str]:
+                         centre: float, random: float, by: float = 0.05) -> tuple[list[dict], str]:
     """:func:`records_below` over the centre-bias sweeps' rows (each against the centre point
     of its own world; the dot-score sweep labelled as such) and the batch-size rows (against the
-    chapter test's centre and random points): every such seed below a floor, and one sentence."""
+    chapter test's centre and random points): every such seed below a floor, and one sentence;
+    ``by``: how much further off every object a named seed must be to be read as settling on background."""
     rows = [*sweep, *({**r, "train_bias": f"{r['train_bias']}, dot score"} for r in dot_sweep)]
     bias, bias_text = records_below(rows, "bias {train_bias} seed {seed}", "model",
-                                    {"centre point of its world": "centre point"}, "bias {train_bias}")
+                                    {"centre point of its world": "centre point"}, "bias {train_bias}", by)
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing",
-                                {"centre point": centre, "random point": random}, "B={batch_size}")
+                                {"centre point": centre, "random point": random}, "B={batch_size}", by)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

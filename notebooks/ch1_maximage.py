@@ -101,7 +101,7 @@ from fgclip.models import create_clip
 from fgclip.reporting import found_box, glue_findings, seed_table, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.maximage import arms as ma, bias as mb, data as mdata, evaluation as ev, figures as mfig, heads as mh, seeds as msd
-from fgclip.studies.maximage import init_census as mic
+from fgclip.studies.maximage import grounding as mg, init_census as mic
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
 from fgclip.viz import forest_plot, set_style, selection as vsel
@@ -555,7 +555,7 @@ gx[P] = ev.planted_effect_scores(gx[M], gx["object pointer"], margin)
 scores[SH] = ev.saliency_scores(heads[arms.shuffled], test, keep)
 grounding = ev.grounding_falsification(ev.ArmJudge(scores | gx, strata, images, seed, margin), M, "object pointer", P, arms.shuffled.name, SH)
 display(verdicts.verdict_table([grounding.test, grounding.positive, grounding.negative]))
-print(ev.grounding_sentence(grounding), "Power check:", (power := ev.power_check(grounding.test, margin))["sentence"])  # interval <= half max(|effect|, margin)?
+print(mg.grounding_sentence(grounding), "Power check:", (power := mg.power_check(grounding.test, margin))["sentence"])  # interval <= half max(|effect|, margin)?
 
 # %% [markdown]
 # ## Word maps
@@ -720,7 +720,7 @@ fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross
 briefs = lambda vs_: "; ".join(v.brief() for v in vs_) or "not run with these parameters"  # noqa: E731
 findings = {"data": f"seeds {seeds} (the main arm against the floors: seeds {g_seeds[0]}-{g_seeds[-1]}), {len(images)} test phrases in {len(set(images))} test images", **dict(zip(
     ["centre", "centre-non-centre", "object", "object-non-centre", "saliency", "saliency-non-centre", "untrained"],
-    [v.brief() for v in headline])), "variants": briefs(variants), "grounding": ev.grounding_sentence(grounding),
+    [v.brief() for v in headline])), "variants": briefs(variants), "grounding": mg.grounding_sentence(grounding),
     "selectivity": sel_v.brief(), "bias-cross": briefs(cross + dot_cross), "batch-size": briefs(batch_v), "power": power["sentence"],
     "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged,
     "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes), "grounding-seeds": g_sentence,

@@ -3,6 +3,8 @@ census that chooses it on the validation loss, and the clear errors for a bad ch
 from dataclasses import replace
 
 import numpy as np
+
+from fgclip.studies.maximage import grounding as mg
 import pytest
 import torch
 
@@ -109,13 +111,13 @@ def test_grounding_sentence_bounds_the_advantage_only_when_both_controls_pass():
 
     quiet = _judge(model_shift=-0.01, noise=0.005)  # controls pass, no advantage
     assert quiet.controls_pass and quiet.test.verdict != "A better"
-    text = ev.grounding_sentence(quiet)
+    text = mg.grounding_sentence(quiet)
     assert f"any advantage above {max(quiet.test.ci_high, 0):.3f} is excluded" in text
     assert ("does not beat pointer by the margin" in text) == (quiet.test.ci_high <= 0.05)
     assert text.startswith(f"model vs pointer, {quiet.test.difference:+.3f}")
     noisy = _judge(model_shift=-0.01, noise=0.3)  # the planted effect drowns: the test cannot decide
     assert not noisy.positive_passed
-    assert "excluded" not in ev.grounding_sentence(noisy) and "The test:" in ev.grounding_sentence(noisy)
+    assert "excluded" not in mg.grounding_sentence(noisy) and "The test:" in mg.grounding_sentence(noisy)
 
 
 def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share():

@@ -10,7 +10,7 @@ from fgclip import verdicts
 from fgclip.losses.ranking import npair_loss, same_text_mask, triplet_loss
 from fgclip.methods.maximage import MaxImageHeads, phrase_map
 from fgclip.metrics.pointing import box_coverage, hull_coverage, phrase_pointing
-from fgclip.studies.maximage import evaluation as ev
+from fgclip.studies.maximage import evaluation as ev, grounding as mg
 from fgclip.studies.maximage.data import Corpus, PhraseItem, Split, WordBank, subset_split, text_ids
 from fgclip.studies.maximage.heads import TrainConfig, phrase_heats, project_images, train_heads
 
@@ -164,7 +164,7 @@ def test_grounding_controls_pass_and_each_fails_on_purpose():
     arms["planted"], arms["shuffled"] = ev.planted_effect_scores(model, pointer, 0.05), _plant(shuffled, 0.3)
     f = ev.grounding_falsification(_judge(arms), "model", "pointer", "planted", "shuffled", "saliency")
     assert f.positive_passed and not f.negative_passed and f.conclusion == verdicts.CANNOT_DECIDE
-    power = ev.power_check(f.test, 0.05)
+    power = mg.power_check(f.test, 0.05)
     assert power["target"] == pytest.approx(max(abs(f.test.difference), 0.05) / 2)
     assert power["met"] == (power["half_width"] <= power["target"])
     v_seed = np.var(f.test.seed_differences, ddof=1) / 5

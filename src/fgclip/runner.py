@@ -113,8 +113,7 @@ def _check_range(name: str, value: Any, rules: list[str]) -> None:
                                      f"{' (each value)' if m['each'] else ''}, got {value!r}")
 
 
-# parameters whose null means something (pretrained: null is 'none', random weights); any
-# other parameter with a non-null default needs a value of its default's type
+# parameters whose null means something (pretrained: null is 'none'); any other non-null default needs a value of its type
 NULLABLE = ("pretrained",)
 
 
@@ -160,8 +159,7 @@ def check_injected(chapter: str, namespace: dict[str, Any]) -> None:
 
 
 def injected_values(chapter: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """Every parameter of ``chapter`` found in ``namespace``, coerced and checked (see
-    :func:`check_injected`); raises ParameterError naming the first bad one."""
+    """Every parameter of ``chapter`` in ``namespace``, coerced and checked (:func:`check_injected`); raises ParameterError."""
     defaults = chapter_defaults(chapter_notebook(chapter))
     values = {}
     for name, default in defaults.items():
@@ -177,8 +175,7 @@ def injected_values(chapter: str, namespace: dict[str, Any]) -> dict[str, Any]:
 
 def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any],
                   on_this_machine: bool = True, base: Path = NOTEBOOKS) -> dict[str, Any]:
-    """``base``: the folder a default relative path is read from (the chapter's own folder,
-    where the runner runs it); any other relative path is read from the current folder."""
+    """``base``: where a default relative path is read from (the chapter's folder); any other is read from the cwd."""
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ParameterError(f"{chapter}: unknown parameter(s) {', '.join(map(repr, unknown))}; "
@@ -230,12 +227,9 @@ def _ch1_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
     if len(sizes) == 1:
         raise ParameterError(f"parameter 'batch_sizes': the comparison needs at least two batch sizes "
                              f"(or [] to skip it), got {sizes!r}")
-    starts = ("select", "default", "zero")  # fgclip.studies.maximage.heads.BIAS_INITS, and the census's choice
-    if p["bias_init"] not in starts:
-        raise ParameterError(f"parameter 'bias_init': expects one of {starts}, got {p['bias_init']!r}")
-    if p["bias_init"] == "select" and p["init_census_seeds"] == 0:
-        raise ParameterError("parameter 'bias_init': 'select' needs init_census_seeds > 0 (the census chooses "
-                             "on validation); or name 'default' or 'zero'")
+    if p["bias_init"] not in ("select", "default", "zero") or (p["bias_init"] == "select" and not p["init_census_seeds"]):
+        raise ParameterError(f"parameter 'bias_init': expects 'default', 'zero' or 'select' (the census on validation, which "
+                             f"needs init_census_seeds > 0), got {p['bias_init']!r} with init_census_seeds={p['init_census_seeds']}")
 
 
 def _ch2_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:

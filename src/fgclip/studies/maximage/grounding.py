@@ -1,0 +1,51 @@
+"""Chapter 1's grounding test read out: its power check (the interval's seed and image parts)
+and its sentence, the one-sided bound first where both controls pass."""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import verdicts
+
+
+def power_check(v: verdicts.Verdict, margin: float) -> dict:
+    """:func:`fgclip.verdicts.power_check`'s record, with the sentence the chapter glues."""
+    rec = verdicts.power_check(v, margin)
+    # an effect of the margin is resolved once the half-width is below it; the seed spread dominates
+    # the half-width here, so the seeds needed scale as (half-width / margin)^2 (a rough estimate)
+    # the half-width has a seed part, var(seed means)/S, that more seeds shrink and an image part
+    # (the cluster bootstrap) that they do not; with z = 1.96, S' seeds give z sqrt(v_seed S/S' + v_image)
+    z, n = 1.96, v.n_seeds
+    v_seed = float(np.var(v.seed_differences, ddof=1)) / n if n > 1 else 0.0
+    v_image = max((rec["half_width"] / z) ** 2 - v_seed, 0.0)
+
+    def seeds_for(width: float) -> int | None:  # None: not reachable by seeds on these images
+        room = (width / z) ** 2 - v_image
+        return int(np.ceil(v_seed * n / room)) if room > 0 else None
+
+    rec["seeds_for_margin"], rec["seeds_for_target"] = seeds_for(margin), seeds_for(rec["target"])
+    rec["image_part"] = z * float(np.sqrt(v_image))
+    need = (lambda k: f"roughly {k} seeds" if k is not None else  # noqa: E731
+            f"out of reach by seeds alone: the image part is {rec['image_part']:.3f}, more test images are needed")
+    resolved = rec["half_width"] < margin
+    rec["sentence"] = (f"half-width {rec['half_width']:.3f} with {n} seeds and {v.n_clusters} {v.cluster_unit} (image "
+                       f"part {rec['image_part']:.3f}): {'below' if resolved else 'not below'} the margin ({margin:g}), so "
+                       f"an effect of the margin {'is' if resolved else 'is not'} resolved ({need(rec['seeds_for_margin'])} "
+                       f"would put it at the margin); the power target, half the margin-scaled effect "
+                       f"({rec['target']:.3f}), is {'met' if rec['met'] else 'not met'} ({need(rec['seeds_for_target'])})")
+    return rec
+
+
+def grounding_sentence(f: verdicts.Falsification) -> str:
+    """The grounding test in words with its interval; where both controls pass and the model is
+    not found better, the interval's upper end, the one-sided bound on its advantage over the
+    pointer, comes first."""
+    t = f.test
+    interval = f"{t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
+    if not f.controls_pass or t.verdict == verdicts.A_BETTER:
+        return f"{f.sentence()} The test: {interval}."
+    margin = (f"so it does not beat {t.arms[1]} by the margin ({t.margin:g})" if t.ci_high <= t.margin
+              else f"which does not exclude an advantage of the margin ({t.margin:g})")
+    tail = (f", and it is equivalent to it within the margin" if t.verdict == verdicts.EQUIVALENT
+            else "; equivalence within the margin is not shown")
+    return (f"{t.arms[0]} vs {t.arms[1]}, {interval} (both controls pass): any advantage above "
+            f"{max(t.ci_high, 0.0):.3f} is excluded, {margin}{tail}. {f.sentence()}")

@@ -9,6 +9,9 @@
   "what was chosen on which split" table;
 * :mod:`~fgclip.studies.maximage.evaluation`: the evaluation protocol: per-phrase scores of
   every arm and caption-blind floor on the same phrases, ready for the verdicts;
+* :mod:`~fgclip.studies.maximage.init_census`: how the heads' biases start, chosen on the
+  validation loss before any arm trains;
+* :mod:`~fgclip.studies.maximage.grounding`: the grounding test's power check and sentence;
 * :mod:`~fgclip.studies.maximage.bias`: the centre-bias sweep, its cross-evaluation and its
   falsification;
 * :mod:`~fgclip.studies.maximage.figures`: word maps and the caption widget on a split.

@@ -131,15 +131,23 @@ def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[
     heads = {s: h.cpu() for s, h in zip(grid.seeds, run.heads(sel.lr, sel.epochs))}
     curves = {s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": True}
               for s in grid.seeds}
-    fresh = [s for s in seeds if s not in heads]
-    if fresh:
-        more = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], fresh, sel.epochs, period,
-                            shuffled=arm.shuffled)
-        heads |= dict(zip(fresh, more.heads(sel.lr)))
-        curves |= {s: {"train": more.train_curves[(sel.lr, s)], "val": more.curves[(sel.lr, s)], "selection": False}
-                   for s in fresh}
+    more_heads, more_curves = _fresh_seeds(arm, data, sel, [s for s in seeds if s not in heads], period)
+    heads |= more_heads
+    curves |= more_curves
     record = {"arm": arm.name, "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": {s: curves[s] for s in seeds}}
     return Trained([heads[s] for s in seeds], sel, record)
+
+
+def _fresh_seeds(arm: Arm, data: Splits, sel: Selection, seeds: Sequence[int], period: int
+                 ) -> tuple[dict[int, MaxImageHeads], dict[int, dict]]:
+    """Seeds outside the selection, each trained afresh at ``sel``'s lr for its periods: their
+    heads and their curves (validation loss recorded, never used); ({}, {}) for no seeds."""
+    if not seeds:
+        return {}, {}
+    run = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], seeds, sel.epochs, period,
+                       shuffled=arm.shuffled)
+    return (dict(zip(seeds, run.heads(sel.lr))),
+            {s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": False} for s in seeds})
 
 
 def train_more(arm: Arm, data: Splits, selections: Sequence[Selection], seeds: Sequence[int],
@@ -153,12 +161,10 @@ def train_more(arm: Arm, data: Splits, selections: Sequence[Selection], seeds: S
         raise ValueError(f"train_more: no selection for arm {arm.name!r}; train it with train_logged first")
     if not seeds:
         return []
-    run = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], seeds, sel.epochs, period,
-                       shuffled=arm.shuffled)
+    heads, more = _fresh_seeds(arm, data, sel, seeds, period)
     if curves is not None:
-        curves.append({"arm": f"{arm.name}, more seeds", "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": {
-            s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": False} for s in seeds}})
-    return [h.cpu() for h in run.heads(sel.lr)]
+        curves.append({"arm": f"{arm.name}, more seeds", "lr": sel.lr, "chosen_periods": sel.epochs, "seeds": more})
+    return [heads[s] for s in seeds]
 
 
 def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int,

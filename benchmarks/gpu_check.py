@@ -34,7 +34,7 @@ N_IMAGES = 40  # sample photos per dataset, half per split: enough for a validat
 SMALL = {"n_seeds": 2, "n_images": 6, "n_val": 6, "max_epochs": 2, "patience": 1, "n_train": 20, "n_test": 20, "n_eval": 20, "epochs": 2,
          "n_folds": 2, "max_pairs": 8, "batch_size": 8, "proportions": [0.5], "label_fractions": [0.5],
          "query_counts": [], "batch_sizes": [], "bias_levels": [], "planted_n": [20, 20],
-         "init_census_seeds": 2, "grounding_seeds": 2}
+         "init_census_seeds": 2, "grounding_seeds": 2, "long_epochs": 4}
 
 
 def plan(layouts: dict[str, Path], work: Path, device: str) -> dict[str, dict]:

@@ -79,6 +79,7 @@ bias_levels: list[float] = [0.0, 0.9]  # toy-world center_bias values; needs 0.0
 bias_n_train: int = 300  # [> 0]
 bias_n_test: int = 300  # [> 0]
 batch_sizes: list[int] = [8, 64]  # N-Pair at equal optimiser steps; [] skips [each at least 2]
+long_epochs: int = 72  # the budget check: the main arm's protocol again with this many periods on the chapter's seeds; 0 skips [at least 0]
 grounding_seeds: int = 25  # seeds of the main arm in the grounding test and its positive control (the first n_seeds are the chapter's) [at least 2]
 results_path: str = ""  # set by `python -m fgclip run`: where the headline numbers go as JSON
 
@@ -101,7 +102,7 @@ from fgclip.models import create_clip
 from fgclip.reporting import found_box, glue_findings, seed_table, show_source, shown, write_results
 from fgclip.seeding import seed_everything
 from fgclip.studies.maximage import arms as ma, bias as mb, data as mdata, evaluation as ev, figures as mfig, heads as mh, seeds as msd
-from fgclip.studies.maximage import grounding as mg, init_census as mic
+from fgclip.studies.maximage import grounding as mg, init_census as mic, locality as ml
 from fgclip.toyworld import ToyWorldConfig
 from fgclip.toyworld.export import load_toyworld_meta
 from fgclip.viz import forest_plot, set_style, selection as vsel
@@ -465,10 +466,8 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand_heads = ma.train_logged(ma.Arm(RI := "random-init CLIP + trained heads", base), rand, grid, seeds, period, selections, curves)
     scores[RI], off[RI] = ev.arm_points_read(rand_heads, rand.test, keep, parse)  # its floors below are the pretrained CLIP's
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
-    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves,
-    off=off))))
-off_read = msd.off_object_reading(scores, off, [a.name for a in arms.all() if a.trained])  # where trained seeds' misses go
-print(msd.off_object_sentence(off_read))
+    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves, off=off))))
+print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a.name for a in arms.all() if a.trained])))  # where trained seeds' misses go
 
 # %% [markdown]
 # ## Verdicts: grounding or objectness?
@@ -504,6 +503,19 @@ print(msd.off_object_sentence(off_read))
 # verdict's direction) was set from test readings across builds, and the intervals are not
 # corrected for that. This run's check is printed with the grounding test. The variants are compared with
 # the main arm on the chapter's `n_seeds`, where both were trained.
+#
+# **Why can a seed settle on background?** The heads are per-cell MLPs on frozen tokens, and
+# the retrieval loss reads each word's best cell only. If the background tokens of an image
+# carry a phrase's content as well as its object's tokens do (a ViT's self-attention mixes
+# every patch with every other), a word's best cell can sit on background and retrieval is
+# still met. The frozen tokens are read for that before any head
+# ({func}`fgclip.studies.maximage.locality.content_locality`): each phrase's CLIP text
+# embedding scores every test image by its best *background* cell, and again by its best
+# *object* cell, and the own image's percentile rank among the test images is compared
+# between the two (a verdict, phrases clustered by image, margin `margin`); and within the
+# own image, how often the best background cell beats the best cell of the phrase's box,
+# beside the share a best cell placed at random would give. Equivalent ranks say the loss
+# cannot tell a background solution from an object one; they do not say which seeds find it.
 
 # %%
 M, UT = arms.main.name, arms.untrained.name
@@ -515,12 +527,11 @@ gx = {M: g_hits, "caption-blind saliency": g_sal, UT: ev.arm_scores(ma.train_sel
 vg, vs = (ev.ArmJudge(x, strata, images, seed, margin) for x in (gx, scores))  # the main arm on its grounding seeds; every arm on the chapter's
 headline = [vg(M, b, f"{M} vs {b}", on) for b in ("centre point", "object pointer", "caption-blind saliency")
             for on in strata] + [vg(M, UT, "what retrieval training adds")]
-g_below, g_sentence = msd.seeds_below_sentence(M, g_seeds, g_hits, g_off, {f: gx[f] for f in ("random point", "centre point", "caption-blind saliency", UT)})
-print(g_sentence)
-fig = vsel.plot_seed_curves([c for c in curves if c["arm"] in (M, f"{M}, more seeds")], [r["seed"] for r in g_below],
-                            f"{M}: validation loss of each of its {len(g_seeds)} seeds (dots: the chosen period)")
-variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads", CC]
-            if a in scores]
+g_below, g_sentence = msd.seeds_below_sentence(M, g_seeds, g_hits, g_off, {f: gx[f] for f in ("random point", "centre point", "caption-blind saliency", UT)}, share_margin, curves)
+loc_v = ml.locality_verdict(loc := ml.content_locality(clip, test, keep), seed, margin)  # the frozen tokens, before any head
+print(g_sentence, loc_sentence := ml.locality_sentence(loc, loc_v, seed, model), sep="\n\n")
+fig = vsel.plot_seed_curves([c for c in curves if c["arm"] in (M, f"{M}, more seeds")], [r["seed"] for r in g_below], f"{M}: validation loss of each of its {len(g_seeds)} seeds (dots: the chosen period)")
+variants = [vs(a, M, f"{a} vs {M}") for a in [*(v.name for v in arms.variants), "random-init CLIP + trained heads", CC] if a in scores]
 display(verdicts.verdict_table(headline + variants))
 
 # %% [markdown]
@@ -558,6 +569,25 @@ display(verdicts.verdict_table([grounding.test, grounding.positive, grounding.ne
 print(mg.grounding_sentence(grounding), "Power check:", (power := mg.power_check(grounding.test, margin))["sentence"])  # interval <= half max(|effect|, margin)?
 
 # %% [markdown]
+# ### Is the budget the book can afford enough?
+#
+# Every arm trains for at most `epochs` periods: the most the book's time allows on a CPU,
+# and the selection table below marks the arms whose best period came late. The **budget
+# check** reruns the main arm's own protocol with `long_epochs` periods on the chapter's
+# seeds ({func}`fgclip.studies.maximage.arms.train_longer`): the lr its selection chose, and
+# the period of lowest mean validation loss over the selection seeds within the longer
+# budget. It is compared with the main arm as trained (does more training change it?) and
+# with the centre point and object pointer on those seeds. If it is better than the main
+# arm, every verdict above describes heads that were still learning, and the longer run's
+# comparison with the object pointer (on the chapter's `n_seeds` only, so with less power
+# than the grounding test's) says whether that changes the chapter's answer.
+
+# %%
+if long_epochs:  # the main arm's own protocol with a longer budget, on the chapter's seeds
+    scores[LB := f"{M}, {long_epochs} periods"] = ev.arm_scores(ma.train_longer(arms.main, data, grid, selections, seeds, period, long_epochs, curves), test, keep, parse)
+display(verdicts.verdict_table(long_v := [vs(LB, b, f"{LB} vs {b}") for b in (M, "object pointer", "centre point")] if long_epochs else []))
+
+# %% [markdown]
 # ## Word maps
 #
 # The N-Pair MaxImage model of the first seed (no seed is picked by its test score) on two
@@ -565,8 +595,7 @@ print(mg.grounding_sentence(grounding), "Power check:", (power := mg.power_check
 # cross) and, for a word inside a phrase, the box of that phrase's object.
 
 # %%
-main, pairs = heads[arms.main][0], ev.kept_pairs(mh.two_object_pairs(test.corpus), keep)  # seed 0's heads; pairs both kept
-v_test = mh.project_images(main, test.img)  # (N, D, h, w)
+main, pairs, v_test = heads[arms.main][0], ev.kept_pairs(mh.two_object_pairs(test.corpus), keep), mh.project_images(heads[arms.main][0], test.img)  # seed 0's heads; pairs both kept; (N, D, h, w)
 examples = sorted({test.corpus.phrases[a].caption for a, _ in pairs})[:3]
 figs = [mfig.plot_caption_maps(main, v_test, test, c, f"N-Pair MaxImage, seed {seeds[0]}") for c in examples[:2]]
 
@@ -632,7 +661,7 @@ bias_world = cache(lambda b: load(mdata.flickr_data_root(bias_cache, replace(wor
 def world_at(bias: float, arm: ma.Arm = arms.main) -> tuple[mdata.Split, list]:  # that world's test split, the arm trained on it
     if bias == world.center_bias != 0.0 and (bias_n_train, bias_n_test) == (n_train, n_test):
         return test, heads[arm]
-    fresh = [s + n_seeds for s in seeds] if bias == 0 else []  # the bias-0 replicate's seeds
+    fresh = mb.replicate_seeds(seeds) if bias == 0 else []  # the bias-0 replicate's seeds
     return bias_world(bias).test, ma.train_logged(ma.Arm(("" if arm == arms.main else f"{arm.name}, ") + f"trained at bias {bias}", arm.cfg),
                                                   bias_world(bias), grid, seeds + fresh, period, selections, curves)
 
@@ -643,7 +672,8 @@ dot = next(a for a in arms.variants if a.cfg.score != base.score)  # the other s
 dot_sweep, dot_cross, dot_test = mb.bias_study(levels, partial(world_at, arm=dot), seeds, min_box_area, area_rule, parse, seed, margin, share_margin, f"{dot.name}, ")
 for name, sw, cr, ct in [(M, sweep, cross, centre_test), (dot.name, dot_sweep, dot_cross, dot_test)] if levels else []:
     (fig := mfig.plot_bias_seeds(sw.table)).suptitle(name, fontsize=7)  # the means as lines, every seed a point
-    display(mfig.bias_means(sw.table).style.format(precision=3), verdicts.verdict_table(cr + [ct.test, ct.positive, ct.negative]), Markdown(mb.centre_prior_sentence(ct)))
+    display(mfig.bias_means(sw.table).style.format(precision=3), Markdown("The bias-0 arm at its fresh seeds (the negative control's replicate):"),
+            mfig.bias_means(sw.replicate_table).style.format(precision=3), verdicts.verdict_table(cr + [ct.test, ct.positive, ct.negative]), Markdown(mb.centre_prior_sentence(ct)))
 display(show_source(mb.bias_verdicts))
 
 # %% [markdown]
@@ -655,14 +685,14 @@ display(show_source(mb.bias_verdicts))
 # more), its lr and periods chosen on validation like every arm's.
 
 # %%
-bs_reads = {bs: (scores[M], off[M]) if bs == batch_size else ev.arm_points_read(ma.train_logged(
-    ma.Arm(f"B={bs}", replace(base, batch_size=bs)), data, grid, seeds, period, selections, curves), test, keep, parse)
-    for bs in batch_sizes}  # bs -> (hits, off-object flags), each (n_seeds, n_kept), of N-Pair MaxImage at batch size bs
-bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads.items()} for k in (0, 1)), seeds)  # a row per (bs, seed)
+bs_reads = {bs: (scores[M], off[M], scores["caption-blind saliency"]) if bs == batch_size else ev.arm_points_read(ma.train_logged(
+    ma.Arm(f"B={bs}", replace(base, batch_size=bs)), data, grid, seeds, period, selections, curves), test, keep, parse, saliency=True)
+    for bs in batch_sizes}  # bs -> (hits, off-object flags, own saliency), each (n_seeds, n_kept), of N-Pair MaxImage at batch size bs
+bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads.items()} for k in (0, 1)), seeds, {bs: r[2] for bs, r in bs_reads.items()})
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
-other_below, other_text = msd.bias_and_batch_below(sweep.table.to_dict("records"), dot_sweep.table.to_dict("records"), bs_table.to_dict(
-    "records"), float(scores["centre point"].mean()), float(scores["random point"].mean()), share_margin)  # every seed of these arms below a floor
+other_below, other_text = msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("records"), float(scores["centre point"].mean()),
+                                                  float(scores["random point"].mean()), share_margin)  # every seed of these arms below a floor
 print(other_text)
 
 # %% [markdown]
@@ -694,7 +724,7 @@ print(converged := ma.convergence_sentence(selections, epochs))  # each late arm
 # at this size.
 
 # %%
-fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross + batch_v, margin=margin)  # every verdict, as results.json lists them
+fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross + batch_v + long_v + [loc_v], margin=margin)  # every verdict, as results.json lists them
 
 # %% [markdown]
 # ## Critique
@@ -724,7 +754,7 @@ findings = {"data": f"seeds {seeds} (the main arm against the floors: seeds {g_s
     "selectivity": sel_v.brief(), "bias-cross": briefs(cross + dot_cross), "batch-size": briefs(batch_v), "power": power["sentence"],
     "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged,
     "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes), "grounding-seeds": g_sentence,
-    "other-seeds": other_text,
+    "other-seeds": other_text, "why-background": loc_sentence, "budget": briefs(long_v),
     "off-objects": msd.off_object_sentence(off_read), "bias-start": census.sentence() if census else f"bias start {base.bias_init} (set, no census)"}
 glue_findings("ch1", findings)
 display(found_box("What we found", list(findings.values())))
@@ -759,12 +789,15 @@ display(found_box("What we found", list(findings.values())))
 #
 # **Training.** How the heads start, chosen on the validation loss before any arm trained:
 # {glue:md}`ch1-bias-start`. Every arm's lr and periods were chosen on the validation loss; arms
-# {glue:md}`ch1-converged`.
+# {glue:md}`ch1-converged`. The budget check, the main arm's protocol with a longer budget on
+# the chapter's seeds: {glue:md}`ch1-budget`.
 #
 # **Seed by seed**, against the random point and the same seed's caption-blind saliency:
 # {glue:md}`ch1-seeds`. Where the misses go: {glue:md}`ch1-off-objects`. The grounding test's
-# seeds of the main arm, read the same way: {glue:md}`ch1-grounding-seeds`. The arms of the
-# centre-bias sweep and the batch-size study, against the caption-blind points of their test:
+# seeds of the main arm, read the same way: {glue:md}`ch1-grounding-seeds`. Why a seed can
+# settle on background, read from the frozen tokens: {glue:md}`ch1-why-background` The arms of
+# the centre-bias sweep (the bias-0 replicate's fresh seeds included) and the batch-size study,
+# against the caption-blind points of their test and each seed's own caption-blind saliency:
 # {glue:md}`ch1-other-seeds`.
 # ```
 
@@ -776,10 +809,10 @@ write_results(results_path, {
     "selection": [s.to_dict() for s in selections], "period_steps": period, "power_check": power, "found": list(findings.values()),
     "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed": {a: x.mean(axis=1).tolist() for a, x in
     scores.items()}, "verdicts": chapter_v, "controls": [grounding] + [t for t in (centre_test, dot_test) if t], "bias_sweep":
-    sweep.table.to_dict(orient="records"), "bias_sweep_dot": dot_sweep.table.to_dict(orient="records"), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
+    msd.sweep_rows(sweep), "bias_sweep_dot": msd.sweep_rows(dot_sweep), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
     "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "off_objects": off_read,
     "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
-    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other_below,
+    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other_below, "locality": loc.to_dict(),
     "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

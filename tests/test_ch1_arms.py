@@ -137,6 +137,12 @@ def test_centre_bias_sweep_and_its_verdicts():
     assert sweep.table["train_bias"].tolist() == [0.0, 0.0, 0.5, 0.5]  # sorted: bias 0 first
     assert sweep.zero is worlds[0.0] and sweep.on_zero[0.5].shape == sweep.share_zero[0.0].shape == (2, 12)
     assert sweep.replicate_share.shape == (2, 12)
+    rep = sweep.replicate_table  # the replicate's own pointing, floors and centre share, at seeds 2 and 3
+    assert rep["seed"].tolist() == mb.replicate_seeds([0, 1]) == [2, 3]
+    assert np.allclose(rep["centre-cell share on bias-0 test"], sweep.replicate_share.mean(axis=1))
+    assert {"model", "caption-blind saliency", "off objects", "centre point"} <= set(rep.columns)
+    with pytest.raises(ValueError, match="expected 2 or 4"):
+        mb.centre_bias_sweep([0.0], lambda b: (worlds[b], heads[b][:3]), [0, 1], 0.05, "hull", "vector")
     cross, test = mb.bias_verdicts(sweep, seed=0, margin=0.05, share_margin=0.05)
     assert [v.arms for v in cross] == [("trained at bias 0.5", "trained at bias 0.0")]
     assert test.test.arms == ("trained at bias 0.5", "trained at bias 0.0") and test.positive.claim == "planted centre prior"

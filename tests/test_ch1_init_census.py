@@ -92,6 +92,33 @@ def test_train_more_trains_fresh_seeds_at_the_arms_chosen_point():
         ma.train_more(ma.Arm("triplet", cfg), data, log, [2], 2)
 
 
+def test_train_longer_holds_the_lr_and_stops_at_the_best_mean_validation_period():
+    """The budget check: the arm's lr, a longer budget, the period of lowest mean validation
+    loss over the selection seeds; its selection says whether that period is late."""
+    from fgclip.studies.maximage.replicas import train_stacks
+    from fgclip.train.selection import SelectionGrid
+
+    fit, val = _split(n_images=12, seed=0), _split(n_images=8, seed=1)
+    data, cfg = ma.Splits(fit, val, val), TrainConfig(batch_size=4, embed_dim=8, mask_same_text=True)
+    arm, log, curves = ma.Arm("N-Pair MaxImage", cfg), [], []
+    grid = SelectionGrid(lrs=(0.003, 0.01, 0.03), seeds=(0, 1), epochs=3, higher_is_better=False)
+    ma.train_logged(arm, data, grid, [0, 1, 2], 2, log)
+    heads = ma.train_longer(arm, data, grid, log, [0, 1, 2], 2, 8, curves)
+    long = log[-1]
+    assert long.arm == "N-Pair MaxImage, 8 periods" and long.lr == log[0].lr and long.budget == 8 and long.seeds == (0, 1)
+    run = train_stacks(fit, val, replace(cfg, lr=long.lr), [long.lr], [0, 1, 2], 8, 2, keep_states=True)
+    mean = np.mean([run.curves[(long.lr, s)] for s in (0, 1)], axis=0)
+    assert long.epochs == int(np.argmin(mean)) + 1 and long.converged == (long.epochs <= 6)
+    expected = run.heads(long.lr, long.epochs)
+    assert len(heads) == 3 and all(torch.equal(a, b) for h, e in zip(heads, expected)
+                                   for a, b in zip(h.state_dict().values(), e.state_dict().values()))
+    assert curves[-1]["arm"] == long.arm and curves[-1]["seeds"][2]["selection"] is False
+    with pytest.raises(ValueError, match="more periods than the budget"):
+        ma.train_longer(arm, data, grid, log, [0], 2, 3)
+    with pytest.raises(ValueError, match="no selection for arm"):
+        ma.train_longer(ma.Arm("triplet", cfg), data, grid, log, [0], 2, 8)
+
+
 def _judge(model_shift: float, noise: float, seed: int = 0):
     from fgclip.studies.maximage import evaluation as ev
 
@@ -133,7 +160,14 @@ def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share()
     assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
     assert "the other seeds 25%-25%" in text and "their maps settle on background" in text
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
-    assert "the cause is not established here" in text
+    assert "no cause is read" in text and "settle on" not in text
+    # 50 points further off than the others: settles at a margin of 0.05, not at one of 0.6
+    assert "settle on background" not in msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"c": centre}, by=0.6)[1]
+    curves = [{"arm": "arm", "chosen_periods": 2, "seeds": {"10": {"val": [3.0, 2.0]}, "11": {"val": [3.0, 2.5]}}},
+              {"arm": "arm, more seeds", "chosen_periods": 2, "seeds": {"12": {"val": [3.0, 2.1]}}}]
+    rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"c": centre}, curves=curves)
+    assert rows[0]["validation loss"] == 2.5 and "validation loss 2.500" in text
+    assert "(validation loss 2.000-2.100)" in text
     none, text = msd.seeds_below_sentence("arm", [10, 12], hits[[0, 2]], off[[0, 2]], {"saliency": sal[[0, 2]]})
     assert none == [] and text.startswith("none of the 2 seeds")
     with pytest.raises(ValueError, match="one row per seed"):
@@ -176,13 +210,25 @@ def test_table_seeds_below_a_floor_are_named_without_a_cause():
 def test_bias_and_batch_seeds_are_read_against_their_own_floors():
     from fgclip.studies.maximage import seeds as msd
 
-    sweep = [{"train_bias": 0.0, "seed": 4, "model": 0.2, "centre point": 0.3}]
-    dot = [{"train_bias": 0.0, "seed": 4, "model": 0.017, "centre point": 0.3}]
-    batch = [{"batch_size": 8, "seed": 4, "pointing": 0.031}, {"batch_size": 64, "seed": 4, "pointing": 0.5}]
+    import pandas as pd
+    from fgclip.studies.maximage.bias import BiasSweep
+
+    def sweep_of(rows, rep=None):
+        return BiasSweep(pd.DataFrame(rows), {}, {}, None, None, [], None, None if rep is None else pd.DataFrame(rep))
+    sal = "caption-blind saliency"
+    sweep = sweep_of([{"train_bias": 0.0, "seed": 4, "model": 0.2, "centre point": 0.3, sal: 0.1}],
+                     [{"train_bias": 0.0, "seed": 9, "model": 0.35, "centre point": 0.3, sal: 0.4}])  # the replicate's seed 9
+    dot = sweep_of([{"train_bias": 0.0, "seed": 4, "model": 0.017, "centre point": 0.3, sal: 0.01}])
+    batch = [{"batch_size": 8, "seed": 4, "pointing": 0.031, sal: 0.2}, {"batch_size": 64, "seed": 4, "pointing": 0.5, sal: 0.6}]
     rows, text = msd.bias_and_batch_below(sweep, dot, batch, centre=0.41, random=0.1)
-    assert [r["seed of"] for r in rows] == ["bias 0.0 seed 4", "bias 0.0, dot score seed 4", "B=8 seed 4"]
-    assert rows[-1]["floors"] == {"centre point": 0.41, "random point": 0.1}
-    assert text.startswith("seeds of the centre-bias arms: 2 below a floor") and "; of the batch-size arms: 1 below" in text
+    assert [r["seed of"] for r in rows] == ["bias 0.0 seed 4", "bias 0.0, fresh seeds seed 9", "bias 0.0, dot score seed 4",
+                                            "B=8 seed 4", "B=64 seed 4"]
+    assert rows[1]["floors"] == {"its own caption-blind saliency": 0.4}  # above its world's centre point, below its own saliency
+    assert rows[3]["floors"] == {"centre point": 0.41, "random point": 0.1, "its own caption-blind saliency": 0.2}
+    assert rows[4]["floors"] == {"its own caption-blind saliency": 0.6}
+    assert text.startswith("seeds of the centre-bias arms: 3 below a floor") and "; of the batch-size arms: 2 below" in text
+    rows, _ = msd.bias_and_batch_below(None, None, [{k: v for k, v in r.items() if k != sal} for r in batch], 0.41, 0.1)
+    assert [r["floors"] for r in rows] == [{"centre point": 0.41, "random point": 0.1}]  # no saliency column: that floor is not read
 
 
 def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():

@@ -242,6 +242,8 @@ def test_batch_size_verdicts_pair_the_largest_with_the_smallest_batch():
     assert vs[0].arms == ("B=64", "B=8") and vs[0].verdict == verdicts.A_BETTER
     assert abs(vs[0].difference - (x[64].mean() - x[8].mean())) < 1e-12
     assert ev.batch_size_verdicts(judge, {64: x[64]}, None, [0, 1, 2])[1] == []
+    with_sal, _ = ev.batch_size_verdicts(judge, x, None, [0, 1, 2], {k: 0 * v for k, v in x.items()})
+    assert with_sal["caption-blind saliency"].tolist() == [0.0] * len(with_sal)
 
 
 def test_shuffled_links():
@@ -305,6 +307,7 @@ def test_floor_scores_word_boxes_and_bias_records_shapes():
     rows, on_zero, share, pts = ev.bias_records(0.0, [0, 1], heads, data, keep, data, keep, "vector")
     assert len(rows) == 2 and on_zero.shape == share.shape == (2, 3) and len(pts) == 2
     assert rows[0]["object pointer"] == pytest.approx(2 / 3)
+    assert [r["caption-blind saliency"] for r in rows] == pytest.approx(ev.saliency_scores(heads, data, keep).mean(axis=1))
     assert word_boxes(data.corpus, 0, 5) == [[(0.0, 0.0, 10.0, 10.0)]] * 2 + [[]] + \
         [[(20.0, 20.0, 40.0, 40.0)]] * 2
     h, w = data.corpus.image_hw[data.corpus.caption_image[0]]

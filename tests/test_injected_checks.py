@@ -46,8 +46,9 @@ def refusals(tmp_path):
         ("ch0", {"oracle": "pretrained"}, "'oracle': expects 'committed' or 'train'"),
         ("ch1", {"lrs": "~"}, "'lrs': a value is required"),
         ("ch2", {"tune_epsilon": "no"}, "'tune_epsilon' expects bool"),  # YAML 1.2: 'no' is a string
-        ("ch1", {"batch_sizes": "[8]"}, "'batch_sizes': the comparison needs at least two"),
         ("ch1", {"batch_sizes": "[8, 8, 64]"}, "'batch_sizes': each batch size once"),
+        ("ch1", {"batch_sizes": "[8]"}, "'batch_sizes': each batch size once, at least two"),
+        ("ch1", {"long_epochs": "18"}, "'long_epochs': 0 \\(no budget check\\) or more than epochs=18"),
         ("ch2", {"n_scenes": "0", "data_root": str(empty)}, "'n_scenes': 0 reads real FOIL files"),
         ("ch3", {"data_root": str(real)}, "'vocabulary_file': data_root .* is real data"),
         ("ch3", {"vocabulary_file": str(tmp_path / "no-such-names.txt")}, "'vocabulary_file': file .* not found"),

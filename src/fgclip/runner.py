@@ -222,11 +222,10 @@ def _ch0_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
 
 def _ch1_rules(p: dict[str, Any], where, on_this_machine: bool) -> None:
     sizes = p["batch_sizes"]
-    if sizes and len(set(sizes)) != len(sizes):
-        raise ParameterError(f"parameter 'batch_sizes': each batch size once, got {sizes!r}")
-    if len(sizes) == 1:
-        raise ParameterError(f"parameter 'batch_sizes': the comparison needs at least two batch sizes "
-                             f"(or [] to skip it), got {sizes!r}")
+    if len(set(sizes)) != len(sizes) or len(sizes) == 1:
+        raise ParameterError(f"parameter 'batch_sizes': each batch size once, at least two (or [] to skip the comparison), got {sizes!r}")
+    if 0 < p["long_epochs"] <= p["epochs"]:
+        raise ParameterError(f"parameter 'long_epochs': 0 (no budget check) or more than epochs={p['epochs']}, got {p['long_epochs']}")
     if p["bias_init"] not in ("select", "default", "zero") or (p["bias_init"] == "select" and not p["init_census_seeds"]):
         raise ParameterError(f"parameter 'bias_init': expects 'default', 'zero' or 'select' (the census on validation, which "
                              f"needs init_census_seeds > 0), got {p['bias_init']!r} with init_census_seeds={p['init_census_seeds']}")

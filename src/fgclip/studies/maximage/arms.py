@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from ...methods.maximage import MaxImageHeads
@@ -179,6 +180,34 @@ def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[in
     return heads
 
 
+def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selection], seeds: Sequence[int],
+                 period: int, periods: int, curves: list[dict] | None = None) -> list[MaxImageHeads]:
+    """The budget check: ``arm`` trained again on ``seeds`` at the lr its selection in ``log``
+    chose, for a budget of ``periods`` periods instead of ``grid.epochs``, and stopped at the
+    period of lowest mean validation loss over the grid's selection seeds (eq-selection with the
+    lr held; every other seed evaluated at that period, as if trained afresh for it). Its
+    Selection ("<arm>, <periods> periods"; converged or not by the same patience rule, a
+    quarter of its budget) is appended to ``log`` and its curves to ``curves``: the heads."""
+    sel = {s.arm: s for s in log if s}.get(arm.name)
+    if sel is None:
+        raise ValueError(f"train_longer: no selection for arm {arm.name!r}; train it with train_logged first")
+    if periods <= grid.epochs:
+        raise ValueError(f"the budget check needs more periods than the budget ({grid.epochs}), got {periods}")
+    run = train_stacks(data.fit, data.val, replace(arm.cfg, lr=sel.lr), [sel.lr], seeds, periods, period,
+                       shuffled=arm.shuffled, keep_states=True)
+    picked = [s for s in grid.seeds if s in seeds] or list(seeds)
+    mean = np.mean([run.curves[(sel.lr, s)] for s in picked], axis=0)  # (periods,)
+    best = int(np.argmin(mean)) + 1
+    name = f"{arm.name}, {periods} periods"
+    log.append(Selection(arm=name, lr=sel.lr, epochs=best, score=float(mean[best - 1]),
+                         curves={sel.lr: [run.curves[(sel.lr, s)] for s in picked]}, seeds=tuple(picked), budget=periods,
+                         converged=best <= periods - max(1, periods // 4)))
+    if curves is not None:
+        curves.append({"arm": name, "lr": sel.lr, "chosen_periods": best, "seeds": {
+            s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": s in picked} for s in seeds}})
+    return run.heads(sel.lr, best)
+
+
 def pass_steps(data: Splits, batch_size: int) -> int:
     """Optimiser steps of one pass over the fit split at ``batch_size``: the period every arm
     counts its budget in (an arm with another batch size gets the same steps)."""
@@ -221,10 +250,11 @@ def convergence_sentence(selections: Sequence[Selection | None], budget: int) ->
         raise ValueError(f"convergence_sentence: the budget must be at least 2 periods, got {budget}")
     done = [s for s in selections if s]
     late = [s for s in done if not s.converged]
-    k = max(budget // 3, 1)
 
-    def drop(s: Selection) -> str:
-        m = s.mean_curve()
-        return f"{s.arm} (down {100 * (m[-k - 1] - m[-1]) / abs(m[-k - 1]):.1f}% over the last {k} periods)"
+    def drop(s: Selection) -> str:  # an arm with its own budget (the budget check) says so
+        m, own = s.mean_curve(), s.budget or budget
+        k = max(own // 3, 1)
+        return (f"{s.arm} ({f'budget {own} periods, ' if own != budget else ''}down "
+                f"{100 * (m[-k - 1] - m[-1]) / abs(m[-k - 1]):.1f}% over the last {k} periods)")
     return (f"not converged within the budget of {budget} periods: {', '.join(drop(s) for s in late) or 'none'} "
             f"(of {len(done)} trained arms)")

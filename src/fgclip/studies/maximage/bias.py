@@ -34,6 +34,13 @@ class BiasSweep(NamedTuple):
     zero_keep: np.ndarray | None  # (K0,) its phrases the area filter keeps
     zero_points: list[list[Point]]  # per seed, the bias-0 model's points on the bias-0 test
     replicate_share: np.ndarray | None = None  # (S, K0) centre share of the bias-0 arm at fresh seeds
+    replicate_table: pd.DataFrame | None = None  # its rows (as ``table``'s; seeds :func:`replicate_seeds`)
+
+
+def replicate_seeds(seeds: Sequence[int]) -> list[int]:
+    """The fresh training seeds of the bias-0 replicate: each seed moved by len(seeds), so
+    none is one of ``seeds`` when they are consecutive (the chapter's are)."""
+    return [s + len(seeds) for s in seeds]
 
 
 def centre_bias_sweep(levels: Sequence[float],
@@ -44,7 +51,8 @@ def centre_bias_sweep(levels: Sequence[float],
 
     ``world_at(b)`` returns the test split of the world with centre bias b and the heads
     trained on that world, one per seed; at b = 0 it may return twice as many, the second
-    half trained at fresh seeds (the replicate of the negative control).
+    half trained at fresh seeds (:func:`replicate_seeds`, the replicate of the negative
+    control), whose rows (pointing, floors, centre share) are ``replicate_table``.
     """
     levels = sorted(levels)
     if levels and levels[0] != 0.0:
@@ -52,20 +60,23 @@ def centre_bias_sweep(levels: Sequence[float],
     rows, on_zero, share_zero = [], {}, {}
     zero = zero_keep = None
     zero_points: list[list[Point]] = []
-    replicate = None
+    replicate = replicate_rows = None
     for bias in levels:
         test, heads = world_at(bias)
         keep = ev.evaluated(test, min_box_area, area_rule)
         if bias == 0.0:
             zero, zero_keep = test, keep
             extra, heads = heads[len(seeds):], heads[:len(seeds)]
+            if extra and len(extra) != len(seeds):
+                raise ValueError(f"world_at(0.0) returned {len(seeds) + len(extra)} heads; expected {len(seeds)} or {2 * len(seeds)}")
             if extra:
-                replicate = np.stack([ev.centre_share(ev.model_points(h, test, mode), test, keep) for h in extra])
+                replicate_rows, _, replicate, _ = ev.bias_records(0.0, replicate_seeds(seeds), extra, test, keep, test, keep, mode)
         r, on_zero[bias], share_zero[bias], pts = ev.bias_records(bias, seeds, heads, test, keep,
                                                                    zero, zero_keep, mode)
         rows += r
         zero_points = pts if bias == 0.0 else zero_points
-    return BiasSweep(pd.DataFrame(rows), on_zero, share_zero, zero, zero_keep, zero_points, replicate)
+    return BiasSweep(pd.DataFrame(rows), on_zero, share_zero, zero, zero_keep, zero_points, replicate,
+                     None if replicate_rows is None else pd.DataFrame(replicate_rows))
 
 
 def centre_prior_falsification(biased: np.ndarray, zero: np.ndarray, planted: np.ndarray,

@@ -150,12 +150,14 @@ def off_objects(points: Sequence[Point], data, keep: np.ndarray, rule: str = "re
 
 
 def arm_points_read(heads_per_seed: Sequence[MaxImageHeads], data, keep: np.ndarray, mode: str = "vector",
-                    rule: str = "resized") -> tuple[np.ndarray, np.ndarray]:
+                    rule: str = "resized", saliency: bool = False) -> tuple[np.ndarray, ...]:
     """(hits, off-object) of one trained arm, each (n_seeds, n_kept): :func:`hits` and
-    :func:`off_objects` of every seed's points, computed once."""
+    :func:`off_objects` of every seed's points, computed once; with ``saliency``, a third:
+    each seed's own caption-blind saliency hits (:func:`saliency_scores`)."""
     pts = [model_points(h, data, mode, rule) for h in heads_per_seed]
     return (np.stack([hits(p, data, keep, rule) for p in pts]),
-            np.stack([off_objects(p, data, keep, rule) for p in pts]))
+            np.stack([off_objects(p, data, keep, rule) for p in pts]),
+            *([saliency_scores(heads_per_seed, data, keep)] if saliency else []))
 
 
 def grid_of(data) -> tuple[int, int]:
@@ -219,7 +221,7 @@ def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[Max
                  own, own_keep: np.ndarray, zero, zero_keep: np.ndarray, mode: str):
     """The centre-bias test of models trained at ``bias``: per seed, accuracy on their own
     world's test (all and non-centre phrases) beside its centre and object-pointer floors, the
-    share of its points there off every object,
+    share of its points there off every object, its own caption-blind saliency there (a floor),
     accuracy on the bias-0 test (cross-evaluation) and the share of argmaxes there in the
     centre cells. Returns (rows, hits on bias 0 (S, K0), centre share on bias 0 (S, K0),
     the points on bias 0 per seed)."""
@@ -229,12 +231,13 @@ def bias_records(bias: float, seeds: Sequence[int], heads_per_seed: Sequence[Max
     zpts = [model_points(h, zero, mode) for h in heads_per_seed]
     on_zero = np.stack([hits(p, zero, zero_keep) for p in zpts])
     share = np.stack([centre_share(p, zero, zero_keep) for p in zpts])
+    sal = saliency_scores(heads_per_seed, own, own_keep).mean(axis=1)  # (S,) each seed's own floor
     rows = []
     for j, (s, h) in enumerate(zip(seeds, heads_per_seed)):
         pts = model_points(h, own, mode)
         acc = hits(pts, own, own_keep)
         rows.append({"train_bias": bias, "seed": s, "model": acc.mean(),
-                     "off objects": off_objects(pts, own, own_keep).mean(),
+                     "off objects": off_objects(pts, own, own_keep).mean(), "caption-blind saliency": sal[j],
                      "model, non-centre": acc[nc].mean(), "centre point": centre,
                      "object pointer": objp, "model on bias-0 test": on_zero[j].mean(),
                      "… non-centre": on_zero[j][znc].mean(),
@@ -321,13 +324,16 @@ def seed_frame(scores: Mapping[str, np.ndarray], seeds: Sequence[int],
 
 
 def batch_size_verdicts(judge: ArmJudge, bs_scores: Mapping[int, np.ndarray], bs_off: Mapping[int, np.ndarray] | None,
-                        seeds: Sequence[int]) -> tuple[pd.DataFrame, list[verdicts.Verdict]]:
+                        seeds: Sequence[int], bs_sal: Mapping[int, np.ndarray] | None = None
+                        ) -> tuple[pd.DataFrame, list[verdicts.Verdict]]:
     """The batch-size study read out: one row per (batch size, seed) with its pointing accuracy
-    (and, given ``bs_off``, the share of its points off every object), and the largest batch
-    against the smallest, paired on the judge's phrases (none when fewer than two sizes ran).
-    ``bs_scores``, ``bs_off``: batch size -> (n_seeds, n_kept) hits, off-object flags."""
+    (given ``bs_off``, the share of its points off every object; given ``bs_sal``, the seed's own
+    caption-blind saliency, a floor), and the largest batch against the smallest, paired on the
+    judge's phrases (none when fewer than two sizes ran). ``bs_scores``, ``bs_off``, ``bs_sal``:
+    batch size -> (n_seeds, n_kept) hits, off-object flags, saliency hits."""
     table = pd.DataFrame([dict(batch_size=bs, negatives=bs - 1, seed=s, pointing=x[j].mean(),
-                               **({"off objects": bs_off[bs][j].mean()} if bs_off else {}))
+                               **({"off objects": bs_off[bs][j].mean()} if bs_off else {}),
+                               **({"caption-blind saliency": bs_sal[bs][j].mean()} if bs_sal else {}))
                           for bs, x in bs_scores.items() for j, s in enumerate(seeds)])
     small, large = min(bs_scores, default=0), max(bs_scores, default=0)
     return table, [judge.paired(f"B={large}", f"B={small}", f"N-Pair at an equal step budget, B={large} vs B={small}",

@@ -107,19 +107,29 @@ def off_object_sentence(reading: dict) -> str:
             f"and at r = {c['other object']:+.2f} with the share on another object ({min(other):.0%}-{max(other):.0%})")
 
 
+def arm_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
+    """:func:`last_val_losses` of ``arm`` and of its "<arm>, more seeds" record together."""
+    return {**last_val_losses(curves, arm), **last_val_losses(curves, f"{arm}, more seeds")}
+
+
 def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: np.ndarray,
-                         floors: Mapping[str, np.ndarray]) -> tuple[list[dict], str]:
+                         floors: Mapping[str, np.ndarray], by: float = 0.05,
+                         curves: Sequence[dict] = ()) -> tuple[list[dict], str]:
     """Every seed of one ``arm`` ((n_seeds, n_kept) ``hits`` and ``off``-object flags) read
     against each floor in ``floors`` (name -> (n_seeds, n_kept) scores of the same seed: a
     caption-blind pointer repeated, or the seed's own saliency or untrained heads): one record
-    per seed below any floor, with its off-object share, and a sentence naming them beside the
-    other seeds' shares. What they have in common is what the sentence can say of a cause."""
+    per seed below any floor, with its off-object share (and, from ``curves``, its validation
+    loss at the chosen period), and a sentence naming them beside the other seeds'. The seeds
+    below are said to settle on background only if each is at least ``by`` further off every
+    object than every seed above the floors (the rule of :func:`records_below`)."""
     acc, share = hits.mean(axis=1), off.mean(axis=1)
     means = {name: np.asarray(f, float).mean(axis=1) for name, f in floors.items()}
     if any(len(m) != len(seeds) for m in means.values()) or len(acc) != len(seeds):
         raise ValueError("seeds_below_sentence: every score needs one row per seed")
+    val = arm_val_losses(curves, arm)
     rows = [{"arm": arm, "seed": int(s), "accuracy": float(acc[j]), "off objects": float(share[j]),
-             "floors": {n: float(m[j]) for n, m in means.items() if acc[j] < m[j]}}
+             "floors": {n: float(m[j]) for n, m in means.items() if acc[j] < m[j]},
+             **({"validation loss": val[int(s)]} if int(s) in val else {})}
             for j, s in enumerate(seeds) if any(acc[j] < m[j] for m in means.values())]
     if not rows:
         return rows, f"none of the {len(seeds)} seeds of {arm} is below {', '.join(floors)}"
@@ -127,12 +137,17 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
     rest = [float(x) for s, x in zip(seeds, share) if s not in low]
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
-                      + f"; {r['off objects']:.0%} of its points off every object)" for r in rows)
+                      + f"; {r['off objects']:.0%} of its points off every object"
+                      + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + ")" for r in rows)
     others = f"the other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else "no other seed"
+    rest_val = [v for s, v in val.items() if s not in low]
+    if rest_val:
+        others += f" (validation loss {min(rest_val):.3f}-{max(rest_val):.3f})"
     lows = [r["off objects"] for r in rows]
-    cause = ("each of them has more of its points off every object than any other seed: their maps settle on "
-             "background; why a seed settles there is not established here" if rest and min(lows) > max(rest)
-             else "their off-object shares overlap the other seeds': the cause is not established here")
+    cause = (f"each of them has at least {by * 100:.0f} percentage points more of its points off every object than "
+             "any other seed: their maps settle on background" if rest and min(lows) >= max(rest) + by
+             else "their off-object shares are not that far above the other seeds' (by the share margin), so no "
+             "cause is read")
     return rows, (f"{len(rows)} of the {len(seeds)} seeds of {arm} below a floor: {named}; {others} off every "
                   f"object; {cause}")
 
@@ -189,15 +204,34 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     return [o for _, o in below], f"{len(below)} below a floor: {named}; {cause}"
 
 
-def bias_and_batch_below(sweep: Sequence[Mapping], dot_sweep: Sequence[Mapping], batch: Sequence[Mapping],
-                         centre: float, random: float, by: float = 0.05) -> tuple[list[dict], str]:
-    """:func:`records_below` over the centre-bias sweeps' rows (each against the centre point
-    of its own world; the dot-score sweep labelled as such) and the batch-size rows (against the
-    chapter test's centre and random points): every such seed below a floor, and one sentence;
-    ``by``: how much further off every object a named seed must be to be read as settling on background."""
-    rows = [*sweep, *({**r, "train_bias": f"{r['train_bias']}, dot score"} for r in dot_sweep)]
-    bias, bias_text = records_below(rows, "bias {train_bias} seed {seed}", "model",
-                                    {"centre point of its world": "centre point"}, "bias {train_bias}", by)
-    bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing",
-                                {"centre point": centre, "random point": random}, "B={batch_size}", by)
+def sweep_rows(sweep, label: str = "") -> list[dict]:
+    """A centre-bias sweep's per-seed rows (``sweep.table``) and its bias-0 replicate's
+    (``sweep.replicate_table``), each with an "arm": "bias <b>", "bias 0.0, fresh seeds" for
+    the replicate, followed by ``label`` (e.g. ", dot score"); [] for no sweep or an empty one."""
+    if sweep is None or sweep.table is None or sweep.table.empty:
+        return []
+    rep = [] if sweep.replicate_table is None else sweep.replicate_table.to_dict("records")
+    return ([{"arm": f"bias {r['train_bias']}{label}", **r} for r in sweep.table.to_dict("records")]
+            + [{"arm": f"bias {r['train_bias']}, fresh seeds{label}", **r} for r in rep])
+
+
+def _floors_in(rows: Sequence[Mapping], floors: Mapping[str, str | float]) -> dict[str, str | float]:
+    """The floors of ``floors`` whose column every row has (a number is every row's)."""
+    return {n: f for n, f in floors.items() if not isinstance(f, str) or all(f in r for r in rows)}
+
+
+def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: float, random: float,
+                         by: float = 0.05) -> tuple[list[dict], str]:
+    """:func:`records_below` over the centre-bias sweeps' rows (:func:`sweep_rows`: the chapter
+    seeds and the bias-0 replicate's, each against the centre point of its own world and its own
+    caption-blind saliency; the dot-score sweep labelled as such) and the batch-size rows
+    (against the chapter test's centre and random points and each seed's own saliency): every
+    such seed below a floor, and one sentence; ``by``: how much further off every object a named
+    seed must be to be read as settling on background."""
+    rows = [*sweep_rows(sweep), *sweep_rows(dot_sweep, ", dot score")]
+    own = "its own caption-blind saliency"
+    bias, bias_text = records_below(rows, "{arm} seed {seed}", "model", _floors_in(rows, {
+        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by)
+    bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing", _floors_in(batch, {
+        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

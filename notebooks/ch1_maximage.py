@@ -209,8 +209,7 @@ display(show_source(rk.npair_loss, rk.triplet_loss))
 
 # %%
 s3 = torch.tensor([[0.9, 0.5, 0.1], [0.6, 0.4, 0.3], [0.2, 0.8, 0.7]])  # (B=3, B=3)
-print(f"S {tuple(s3.shape)} -> N-Pair (tau=1) {rk.npair_loss(s3).item():.4f}, "
-      f"triplet (hardest, alpha=0.2) {rk.triplet_loss(s3, 0.2).item():.4f}")
+print(f"S {tuple(s3.shape)} -> N-Pair (tau=1) {rk.npair_loss(s3).item():.4f}, triplet (hardest, alpha=0.2) {rk.triplet_loss(s3, 0.2).item():.4f}")
 assert abs(rk.triplet_loss(s3, 0.2, "hardest").item() - 0.5 * (0.7 + 0.6) / 3) < 1e-6
 
 # %% [markdown]
@@ -495,7 +494,8 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 #
 # **Seeds for power.** The main arm meets every floor on `grounding_seeds` seeds: the
 # chapter's `n_seeds`, then fresh seeds trained at the arm's chosen lr and periods
-# ({func}`fgclip.studies.maximage.arms.train_more`); the centre point, object pointer and
+# ({func}`fgclip.studies.maximage.arms.train_more`; with the budget check below on, they are
+# snapshots of its longer run at that period, the same heads, since the lr is constant); the centre point, object pointer and
 # random point are the same on every seed, and the saliency and untrained heads are each
 # seed's own. The number was declared from earlier builds' power checks (14 seeds for an
 # effect of the margin at 5 seeds' spread, 17 at 15 seeds'), with room for that estimate's own
@@ -520,7 +520,8 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # %%
 M, UT = arms.main.name, arms.untrained.name
 g_seeds = seeds + [seed + k for k in range(n_seeds, grounding_seeds)]  # the chapter's seeds, then fresh ones
-g_heads = heads[arms.main] + ma.train_more(arms.main, data, selections, g_seeds[n_seeds:], period, curves)
+lng = ma.train_longer(arms.main, data, grid, selections, g_seeds, period, long_epochs, curves) if long_epochs else None  # see "the budget"
+g_heads = lng.at_budget if lng else heads[arms.main] + ma.train_more(arms.main, data, selections, g_seeds[n_seeds:], period, curves)
 (g_hits, g_off), g_sal = ev.arm_points_read(g_heads, test, keep, parse), ev.saliency_scores(g_heads, test, keep)
 gx = {M: g_hits, "caption-blind saliency": g_sal, UT: ev.arm_scores(ma.train_selected(arms.untrained, data, grid, g_seeds, period).heads, test, keep, parse),
       **{f: np.tile(scores[f][0], (len(g_seeds), 1)) for f in ("centre point", "object pointer", "random point")}}  # same on every seed
@@ -573,19 +574,20 @@ print(mg.grounding_sentence(grounding), "Power check:", (power := mg.power_check
 #
 # Every arm trains for at most `epochs` periods: the most the book's time allows on a CPU,
 # and the selection table below marks the arms whose best period came late. The **budget
-# check** reruns the main arm's own protocol with `long_epochs` periods on the chapter's
-# seeds ({func}`fgclip.studies.maximage.arms.train_longer`): the lr its selection chose, and
-# the period of lowest mean validation loss over the selection seeds within the longer
-# budget. It is compared with the main arm as trained (does more training change it?) and
-# with the centre point and object pointer on those seeds. If it is better than the main
-# arm, every verdict above describes heads that were still learning, and the longer run's
-# comparison with the object pointer (on the chapter's `n_seeds` only, so with less power
-# than the grounding test's) says whether that changes the chapter's answer.
+# check** reruns the main arm's own protocol with `long_epochs` periods on the grounding
+# test's seeds ({func}`fgclip.studies.maximage.arms.train_longer`): the lr its selection
+# chose, and the period of lowest mean validation loss over the selection seeds within the
+# longer budget. It is compared with the main arm as trained, seed by seed (does more
+# training change it?), and it meets the object pointer in the grounding test again, with
+# the same planted positive control and the same negative control. If it is better than the
+# main arm, every verdict above describes heads that were still learning at the book's
+# budget, and the second test says whether that changes the chapter's answer.
 
 # %%
-if long_epochs:  # the main arm's own protocol with a longer budget, on the chapter's seeds
-    scores[LB := f"{M}, {long_epochs} periods"] = ev.arm_scores(ma.train_longer(arms.main, data, grid, selections, seeds, period, long_epochs, curves), test, keep, parse)
-display(verdicts.verdict_table(long_v := [vs(LB, b, f"{LB} vs {b}") for b in (M, "object pointer", "centre point")] if long_epochs else []))
+if lng:  # the main arm's own protocol with a longer budget, on the grounding seeds, and its planted control
+    gx |= {(LB := f"{M}, {long_epochs} periods"): (x := ev.arm_scores(lng.heads, test, keep, parse)), (LP := f"{LB} + planted grounding"): ev.planted_effect_scores(x, gx["object pointer"], margin)}
+    long_test = ev.grounding_falsification(ev.ArmJudge(scores | gx, strata, images, seed, margin), LB, "object pointer", LP, arms.shuffled.name, SH)
+display(verdicts.verdict_table(long_v := [vg(LB, M, f"more training: {LB} vs {M}"), long_test.test, long_test.positive] if lng else []))
 
 # %% [markdown]
 # ## Word maps
@@ -691,9 +693,8 @@ bs_reads = {bs: (scores[M], off[M], scores["caption-blind saliency"]) if bs == b
 bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads.items()} for k in (0, 1)), seeds, {bs: r[2] for bs, r in bs_reads.items()})
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
-other_below, other_text = msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("records"), float(scores["centre point"].mean()),
-                                                  float(scores["random point"].mean()), share_margin)  # every seed of these arms below a floor
-print(other_text)
+print((other := msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("records"), float(scores["centre point"].mean()),
+                                         float(scores["random point"].mean()), share_margin))[1])  # every seed of these arms below a floor
 
 # %% [markdown]
 # ## How every arm was chosen
@@ -754,7 +755,7 @@ findings = {"data": f"seeds {seeds} (the main arm against the floors: seeds {g_s
     "selectivity": sel_v.brief(), "bias-cross": briefs(cross + dot_cross), "batch-size": briefs(batch_v), "power": power["sentence"],
     "centre-prior": mb.centre_prior_sentence(centre_test) if centre_test else "not run with these parameters", "converged": converged,
     "centre-prior-dot": mb.centre_prior_sentence(dot_test) if dot_test else "not run with these parameters", "seeds": ". ".join(seed_notes), "grounding-seeds": g_sentence,
-    "other-seeds": other_text, "why-background": loc_sentence, "budget": briefs(long_v),
+    "other-seeds": other[1], "why-background": loc_sentence, "budget": mg.budget_sentence(long_v[0] if lng else None, long_test if lng else None, epochs),
     "off-objects": msd.off_object_sentence(off_read), "bias-start": census.sentence() if census else f"bias start {base.bias_init} (set, no census)"}
 glue_findings("ch1", findings)
 display(found_box("What we found", list(findings.values())))
@@ -808,11 +809,11 @@ write_results(results_path, {
     "bias_init": base.bias_init, "init_census": census.to_dict() if census else None, "n_images": data.sizes(), "n_test_captions": len(test.corpus.captions), "margin": margin, "share_margin": share_margin,
     "selection": [s.to_dict() for s in selections], "period_steps": period, "power_check": power, "found": list(findings.values()),
     "pointing": {a: float(x.mean()) for a, x in scores.items()}, "pointing_per_seed": {a: x.mean(axis=1).tolist() for a, x in
-    scores.items()}, "verdicts": chapter_v, "controls": [grounding] + [t for t in (centre_test, dot_test) if t], "bias_sweep":
+    scores.items()}, "verdicts": chapter_v, "controls": [grounding] + [t for t in (centre_test, dot_test, long_test if lng else None) if t], "bias_sweep":
     msd.sweep_rows(sweep), "bias_sweep_dot": msd.sweep_rows(dot_sweep), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
     "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms), "off_objects": off_read,
     "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
-    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other_below, "locality": loc.to_dict(),
+    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other[0], "locality": loc.to_dict(),
     "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

@@ -94,7 +94,8 @@ def test_train_more_trains_fresh_seeds_at_the_arms_chosen_point():
 
 def test_train_longer_holds_the_lr_and_stops_at_the_best_mean_validation_period():
     """The budget check: the arm's lr, a longer budget, the period of lowest mean validation
-    loss over the selection seeds; its selection says whether that period is late."""
+    loss over the selection seeds; its selection says whether that period is late; the same
+    run's snapshots at the arm's own period are the heads train_selected and train_more give."""
     from fgclip.studies.maximage.replicas import train_stacks
     from fgclip.train.selection import SelectionGrid
 
@@ -102,17 +103,23 @@ def test_train_longer_holds_the_lr_and_stops_at_the_best_mean_validation_period(
     data, cfg = ma.Splits(fit, val, val), TrainConfig(batch_size=4, embed_dim=8, mask_same_text=True)
     arm, log, curves = ma.Arm("N-Pair MaxImage", cfg), [], []
     grid = SelectionGrid(lrs=(0.003, 0.01, 0.03), seeds=(0, 1), epochs=3, higher_is_better=False)
-    ma.train_logged(arm, data, grid, [0, 1, 2], 2, log)
-    heads = ma.train_longer(arm, data, grid, log, [0, 1, 2], 2, 8, curves)
+    selected = ma.train_logged(arm, data, grid, [0, 1], 2, log, curves)
+    more = ma.train_more(arm, data, log, [2], 2)
+    longer = ma.train_longer(arm, data, grid, log, [0, 1, 2], 2, 8, curves)
     long = log[-1]
     assert long.arm == "N-Pair MaxImage, 8 periods" and long.lr == log[0].lr and long.budget == 8 and long.seeds == (0, 1)
     run = train_stacks(fit, val, replace(cfg, lr=long.lr), [long.lr], [0, 1, 2], 8, 2, keep_states=True)
     mean = np.mean([run.curves[(long.lr, s)] for s in (0, 1)], axis=0)
     assert long.epochs == int(np.argmin(mean)) + 1 and long.converged == (long.epochs <= 6)
-    expected = run.heads(long.lr, long.epochs)
-    assert len(heads) == 3 and all(torch.equal(a, b) for h, e in zip(heads, expected)
-                                   for a, b in zip(h.state_dict().values(), e.state_dict().values()))
-    assert curves[-1]["arm"] == long.arm and curves[-1]["seeds"][2]["selection"] is False
+
+    def same(xs, ys) -> bool:
+        return len(xs) == len(ys) and all(torch.equal(a, b) for h, e in zip(xs, ys)
+                                          for a, b in zip(h.state_dict().values(), e.state_dict().values()))
+    assert same(longer.heads, run.heads(long.lr, long.epochs))
+    assert same(longer.at_budget, selected + more)  # the snapshot at the arm's own period: no second training
+    assert [c["arm"] for c in curves] == ["N-Pair MaxImage", "N-Pair MaxImage, 8 periods", "N-Pair MaxImage, more seeds"]
+    assert list(curves[2]["seeds"]) == [2] and curves[2]["chosen_periods"] == log[0].epochs
+    assert len(curves[2]["seeds"][2]["val"]) == log[0].epochs and curves[1]["seeds"][2]["selection"] is False
     with pytest.raises(ValueError, match="more periods than the budget"):
         ma.train_longer(arm, data, grid, log, [0], 2, 3)
     with pytest.raises(ValueError, match="no selection for arm"):
@@ -244,3 +251,20 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert "B=8 seed 1 (0.030, below centre point 0.410; 90% of its points off every object, the arm's other seeds 10%-25%)" in text
     assert "B=8: not so (or no seed of the arm is above the floors), so no cause is read" in text and "settle on" not in text
+
+
+def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
+    from fgclip import verdicts
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.3, 0.7, (5, 200))
+
+    def v(shift: float, name: str) -> verdicts.Verdict:
+        return verdicts.compare(np.clip(base + shift + 0.01 * rng.normal(size=base.shape), 0, 1), base, claim="c",
+                                arms=("long", name), unit="phrases", clusters=np.arange(200) % 40, seed=0, margin=0.05)
+    test = verdicts.falsify(v(0.1, "object pointer"), v(0.15, "object pointer"), v(0.0, "saliency"))
+    better = mg.budget_sentence(v(0.2, "main"), test, 18)
+    assert "more training raises pointing" in better and "still learning at the book's budget of 18 periods" in better
+    assert better.endswith(mg.grounding_sentence(test)) and "The grounding test of the longer run: " in better
+    assert "gives the same pointing within the margin" in mg.budget_sentence(v(0.0, "main"), test, 18)
+    assert mg.budget_sentence(None, None, 18) == "not run with these parameters"

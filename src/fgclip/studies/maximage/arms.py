@@ -180,14 +180,23 @@ def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[in
     return heads
 
 
+class Longer(NamedTuple):
+    """What :func:`train_longer` returns, per seed: the heads at the longer run's chosen period,
+    and the heads at the period the arm's own selection chose (the same run's snapshot there)."""
+    heads: list[MaxImageHeads]
+    at_budget: list[MaxImageHeads]
+
+
 def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selection], seeds: Sequence[int],
-                 period: int, periods: int, curves: list[dict] | None = None) -> list[MaxImageHeads]:
+                 period: int, periods: int, curves: list[dict] | None = None) -> Longer:
     """The budget check: ``arm`` trained again on ``seeds`` at the lr its selection in ``log``
     chose, for a budget of ``periods`` periods instead of ``grid.epochs``, and stopped at the
     period of lowest mean validation loss over the grid's selection seeds (eq-selection with the
-    lr held; every other seed evaluated at that period, as if trained afresh for it). Its
-    Selection ("<arm>, <periods> periods"; converged or not by the same patience rule, a
-    quarter of its budget) is appended to ``log`` and its curves to ``curves``: the heads."""
+    lr held). The lr is constant, so the same run's snapshot at the selection's own period is
+    exactly the head :func:`train_more` would train for a seed: both come back (:class:`Longer`).
+    Its Selection ("<arm>, <periods> periods"; converged or not by the same patience rule, a
+    quarter of its budget) is appended to ``log``; to ``curves``, its record and, for the seeds
+    outside the arm's own record, the "<arm>, more seeds" record :func:`train_more` would write."""
     sel = {s.arm: s for s in log if s}.get(arm.name)
     if sel is None:
         raise ValueError(f"train_longer: no selection for arm {arm.name!r}; train it with train_logged first")
@@ -203,9 +212,14 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
                          curves={sel.lr: [run.curves[(sel.lr, s)] for s in picked]}, seeds=tuple(picked), budget=periods,
                          converged=best <= periods - max(1, periods // 4)))
     if curves is not None:
-        curves.append({"arm": name, "lr": sel.lr, "chosen_periods": best, "seeds": {
-            s: {"train": run.train_curves[(sel.lr, s)], "val": run.curves[(sel.lr, s)], "selection": s in picked} for s in seeds}})
-    return run.heads(sel.lr, best)
+        def rec(s: int, k: int, selection: bool) -> dict:
+            return {"train": run.train_curves[(sel.lr, s)][:k], "val": run.curves[(sel.lr, s)][:k], "selection": selection}
+        own = next((set(c["seeds"]) for c in curves if c["arm"] == arm.name), set())
+        curves.append({"arm": name, "lr": sel.lr, "chosen_periods": best, "seeds": {s: rec(s, periods, s in picked) for s in seeds}})
+        if more := [s for s in seeds if s not in own]:
+            curves.append({"arm": f"{arm.name}, more seeds", "lr": sel.lr, "chosen_periods": sel.epochs,
+                           "seeds": {s: rec(s, sel.epochs, False) for s in more}})
+    return Longer(run.heads(sel.lr, best), run.heads(sel.lr, sel.epochs))
 
 
 def pass_steps(data: Splits, batch_size: int) -> int:

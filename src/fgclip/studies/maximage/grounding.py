@@ -49,3 +49,19 @@ def grounding_sentence(f: verdicts.Falsification) -> str:
             else "; equivalence within the margin is not shown")
     return (f"{t.arms[0]} vs {t.arms[1]}, {interval} (both controls pass): any advantage above "
             f"{max(t.ci_high, 0.0):.3f} is excluded, {margin}{tail}. {f.sentence()}")
+
+
+def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification | None, epochs: int) -> str:
+    """The budget check in words: ``more``, the longer run against the main arm as trained,
+    seed by seed, decides how the chapter's verdicts are to be read; ``test``, the grounding
+    test of the longer run (:func:`grounding_sentence`), whether that changes its answer."""
+    if more is None or test is None:
+        return "not run with these parameters"
+    reading = {verdicts.A_BETTER: f"more training raises pointing, so every verdict above describes heads still learning "
+                                  f"at the book's budget of {epochs} periods",
+               verdicts.EQUIVALENT: f"the book's budget of {epochs} periods gives the same pointing within the margin",
+               verdicts.B_BETTER: f"the longer budget gives lower pointing (its validation loss chose the period, not "
+                                  f"pointing), so the book's budget of {epochs} periods is not what holds the main arm back",
+               }.get(more.verdict, f"the seeds cannot tell whether the book's budget of {epochs} periods holds the main "
+                                   "arm back")
+    return f"{more.brief()}: {reading}. The grounding test of the longer run: {grounding_sentence(test)}"

@@ -208,7 +208,7 @@ def test_convergence_sentence_names_late_arms_with_their_last_third_drop():
     done = Selection("done", 0.01, 3, 1.0, {0.01: [[3.0, 2.0, 1.0, 1.5, 1.6, 1.7]]}, (0,), 6)
     text = ma.convergence_sentence([flat, None, falling, done], 6)
     # last third of 6 periods = 2: flat 1.0 -> 0.99 (1.0%), falling 2.0 -> 1.0 (50.0%)
-    assert text == ("not converged within the budget of 6 periods: flat (down 1.0% over the last 2 periods), "
+    assert text == ("not converged within the budget (6 periods unless said): flat (down 1.0% over the last 2 periods), "
                     "falling (down 50.0% over the last 2 periods) (of 3 trained arms)")
     assert ma.convergence_sentence([done], 6).endswith(": none (of 1 trained arms)")
     with pytest.raises(ValueError, match="budget"):

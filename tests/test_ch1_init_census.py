@@ -246,11 +246,11 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["seed of"] for r in rows] == ["B=8 seed 1"] and rows[0]["off objects"] == 0.9
     assert "90% of its points off every object, the arm's other seeds 20%-25%" in text
-    assert "B=8: each such seed has at least 5 percentage points more of its points off every object" in text and "why is not established" in text
+    assert "'B=8': each such seed has at least 5 percentage points more of its points off every object" in text and "why is not established" in text
     batch.append({"batch_size": 8, "seed": 3, "pointing": 0.3, "off objects": 0.1})  # low, yet less off than seed 0
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert "B=8 seed 1 (0.030, below centre point 0.410; 90% of its points off every object, the arm's other seeds 10%-25%)" in text
-    assert "B=8: not so (or no seed of the arm is above the floors), so no cause is read" in text and "settle on" not in text
+    assert "'B=8': not so (or no seed of the arm is above the floors), so no cause is read" in text and "settle on" not in text
 
 
 def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
@@ -265,6 +265,12 @@ def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
     test = verdicts.falsify(v(0.1, "object pointer"), v(0.15, "object pointer"), v(0.0, "saliency"))
     better = mg.budget_sentence(v(0.2, "main"), test, 18)
     assert "more training raises pointing" in better and "still learning at the book's budget of 18 periods" in better
-    assert better.endswith(mg.grounding_sentence(test)) and "The grounding test of the longer run: " in better
+    assert f"The grounding test of the longer run: {mg.grounding_sentence(test)} Together:" in better
     assert "gives the same pointing within the margin" in mg.budget_sentence(v(0.0, "main"), test, 18)
+    assert "Together: so with more training long beats object pointer" in better  # both controls pass, the test fires
+    undecided = verdicts.falsify(v(0.1, "o"), v(0.0, "o"), v(0.0, "s"))  # the planted control does not fire
+    assert "stays open here: the bound at the book's budget is of heads still learning" in mg.budget_sentence(v(0.2, "main"), undecided, 18)
+    assert "still learning" not in mg.budget_sentence(v(0.02, "main"), undecided, 18).split("Together:")[1]
+    moved = mg.budget_sentence(v(0.2, "main"), test, 18, ([0, 1], np.array([0.5, 0.44]), np.array([0.5, 0.36])))
+    assert "seed 1 moves 0.440 -> 0.360, so where a seed ends is not fixed by its start alone" in moved
     assert mg.budget_sentence(None, None, 18) == "not run with these parameters"

@@ -24,6 +24,15 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     assert "its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100), seed 2 (0.200;" in found[0]
 
 
+def test_an_arms_own_saliency_is_its_floor_and_a_known_cause_is_said():
+    own = {"main": np.array([[1.0] * 7 + [0.0] * 3] * 3)}  # main's own saliency, 0.7 on every seed
+    rows = msd.below_floor(_scores([6, 5, 8]), [0, 1, 2], ["main"], own=own)
+    assert [(r["seed"], r["floors"], r["saliency"]) for r in rows] == [(0, ["its own caption-blind saliency"], 0.7),
+                                                                        (1, ["its own caption-blind saliency"], 0.7)]
+    found = msd.seed_findings(_scores([6, 5, 8]), [0, 1, 2], ["main"], own=own, causes={"main": "shuffled, by construction"})
+    assert found[0].startswith("main (shuffled, by construction): seed 0 (0.600; below its own caption-blind saliency at 0.700")
+
+
 def test_no_seed_below_the_floors_says_so_and_bad_input_is_named():
     assert msd.seed_findings(_scores([6, 5, 4]), [0, 1, 2], ["main"])[0].startswith("no seed of 1 arms")
     with pytest.raises(KeyError, match="nope"):

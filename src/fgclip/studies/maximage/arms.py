@@ -70,6 +70,11 @@ class ArmSet(NamedTuple):
     def all(self) -> tuple[Arm, ...]:
         return (self.main, *self.variants, self.shuffled, self.untrained)
 
+    def known_causes(self) -> dict[str, str]:
+        """Why a control's seeds score low, known by construction: arm name -> the reason."""
+        return {self.shuffled.name: "its captions are dealt to the images at random: no grounding signal, by construction",
+                self.untrained.name: "its heads are never trained, by construction"}
+
 
 def chapter_arms(base: TrainConfig) -> ArmSet:
     """N-Pair MaxImage (``base``) and its variants: the hardest-negative triplet, average
@@ -270,5 +275,5 @@ def convergence_sentence(selections: Sequence[Selection | None], budget: int) ->
         k = max(own // 3, 1)
         return (f"{s.arm} ({f'budget {own} periods, ' if own != budget else ''}down "
                 f"{100 * (m[-k - 1] - m[-1]) / abs(m[-k - 1]):.1f}% over the last {k} periods)")
-    return (f"not converged within the budget of {budget} periods: {', '.join(drop(s) for s in late) or 'none'} "
+    return (f"not converged within the budget ({budget} periods unless said): {', '.join(drop(s) for s in late) or 'none'} "
             f"(of {len(done)} trained arms)")

@@ -51,10 +51,13 @@ def grounding_sentence(f: verdicts.Falsification) -> str:
             f"{max(t.ci_high, 0.0):.3f} is excluded, {margin}{tail}. {f.sentence()}")
 
 
-def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification | None, epochs: int) -> str:
+def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification | None, epochs: int,
+                    rerun: tuple | None = None) -> str:
     """The budget check in words: ``more``, the longer run against the main arm as trained,
     seed by seed, decides how the chapter's verdicts are to be read; ``test``, the grounding
-    test of the longer run (:func:`grounding_sentence`), whether that changes its answer."""
+    test of the longer run (:func:`grounding_sentence`), whether that changes its answer;
+    ``rerun`` (seeds, pointing per seed as trained, the same seeds' snapshot at the same period
+    in the longer run) how far floating-point rounding alone moves a seed."""
     if more is None or test is None:
         return "not run with these parameters"
     reading = {verdicts.A_BETTER: f"more training raises pointing, so every verdict above describes heads still learning "
@@ -64,4 +67,24 @@ def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification 
                                   f"pointing), so the book's budget of {epochs} periods is not what holds the main arm back",
                }.get(more.verdict, f"the seeds cannot tell whether the book's budget of {epochs} periods holds the main "
                                    "arm back")
-    return f"{more.brief()}: {reading}. The grounding test of the longer run: {grounding_sentence(test)}"
+    if more.verdict == verdicts.EQUIVALENT:
+        answer = "the grounding test at the book's budget stands."
+    elif test.controls_pass and test.test.verdict == verdicts.A_BETTER:
+        answer = (f"so with more training {test.test.arms[0]} beats {test.test.arms[1]}, and the bound at the book's budget "
+                  "does not describe the method trained further.")
+    elif test.controls_pass:
+        answer = (f"so more training does not change the answer: {test.test.arms[0]} is {test.test.outcome} against "
+                  f"{test.test.arms[1]}.")
+    else:
+        answer = (f"so whether the method beats {test.test.arms[1]} stays open here: "
+                  + ("the bound at the book's budget is of heads still learning, and " if more.verdict == verdicts.A_BETTER
+                     else "") + "the longer run's test cannot decide.")
+    text = f"{more.brief()}: {reading}. The grounding test of the longer run: {grounding_sentence(test)} Together: {answer}"
+    if rerun is not None:
+        seeds, first, again = rerun
+        j = int(np.argmax(np.abs(np.asarray(again) - np.asarray(first))))
+        text += (f" The chapter's seeds {list(seeds)}, trained again in the longer run's stack (same start, batches, lr and "
+                 f"period; only the floating-point rounding of the stacked products differs), score "
+                 f"{', '.join(f'{x:.3f}' for x in again)} against {', '.join(f'{x:.3f}' for x in first)} as trained: seed "
+                 f"{seeds[j]} moves {first[j]:.3f} -> {again[j]:.3f}, so where a seed ends is not fixed by its start alone.")
+    return text

@@ -16,22 +16,27 @@ import numpy as np
 
 
 def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
-                random: str = "random point", saliency: str = "caption-blind saliency") -> list[dict]:
+                random: str = "random point", saliency: str = "caption-blind saliency",
+                own: Mapping[str, np.ndarray] | None = None) -> list[dict]:
     """One record per (arm, seed) below a floor: {"arm", "seed", "accuracy", "random",
     "saliency", "floors": the names of the floors it is below}. ``scores``: arm ->
-    (n_seeds, n_kept) per-phrase hits, rows in the order of ``seeds``."""
+    (n_seeds, n_kept) per-phrase hits, rows in the order of ``seeds``; ``own``: arm -> its own
+    seeds' caption-blind saliency hits, the floor for that arm (else ``scores[saliency]``)."""
+    own = own or {}
     missing = [a for a in (*arms, random, saliency) if a not in scores]
     if missing:
         raise KeyError(f"below_floor: no scores for {missing}")
     for a in (*arms, random, saliency):
         if len(scores[a]) != len(seeds):
             raise ValueError(f"below_floor: arm {a!r} has {len(scores[a])} seed rows, seeds has {len(seeds)}")
-    rnd, sal = scores[random].mean(axis=1), scores[saliency].mean(axis=1)
+    rnd = scores[random].mean(axis=1)
     out = []
     for a in arms:
+        sal = (own[a] if a in own else scores[saliency]).mean(axis=1)
+        name = f"its own {saliency}" if a in own else f"{saliency} of seed"
         for j, s in enumerate(seeds):
             x = float(scores[a][j].mean())
-            floors = [name for name, f in ((random, rnd[j]), (f"{saliency} of seed {s}", sal[j])) if x < f]
+            floors = [n for n, f in ((random, rnd[j]), (f"{name} {s}" if a not in own else name, sal[j])) if x < f]
             if floors:
                 out.append({"arm": a, "seed": int(s), "accuracy": x, "random": float(rnd[j]),
                             "saliency": float(sal[j]), "floors": floors})
@@ -50,13 +55,17 @@ def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 
 def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                   curves: Sequence[dict] = (), untrained: str = "untrained heads",
-                  off: Mapping[str, np.ndarray] | None = None) -> list[str]:
+                  off: Mapping[str, np.ndarray] | None = None, own: Mapping[str, np.ndarray] | None = None,
+                  causes: Mapping[str, str] | None = None) -> list[str]:
     """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
     seed with its accuracy, the floors it is below, the same seed's untrained heads, its
     validation loss beside the arm's other seeds' and, where ``off`` gives them (arm ->
     (n_seeds, n_kept) 0/1, :func:`~fgclip.studies.maximage.evaluation.off_objects`), the share of
-    its points off every object beside the arm's other seeds'; or one sentence saying no seed is."""
-    rows = below_floor(scores, seeds, arms)
+    its points off every object beside the arm's other seeds'; or one sentence saying no seed is.
+    ``own``: each arm's own saliency (:func:`below_floor`); ``causes``: arm -> a cause known by
+    construction (a control), said after its name."""
+    rows = below_floor(scores, seeds, arms, own=own)
+    own, causes = own or {}, causes or {}
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
     out = []
@@ -78,8 +87,9 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
-        note = (" (its saliency floor and untrained heads are the pretrained CLIP's: this arm's own were not read)"
-                if "random-init" in arm else "")
+        note = ("" if arm not in causes else f" ({causes[arm]})") + (
+            f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
+            "CLIP's: this arm's own were not read)" if "random-init" in arm else "")
         out.append(f"{arm}{note}: " + ", ".join(parts))
     return out
 
@@ -198,9 +208,9 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     settled = [a for a in arms if all(apart(r) for r in low if group.format(**r) == a)]
     rest = [a for a in arms if a not in settled]
     cause = "; ".join(
-        ([f"{', '.join(settled)}: each such seed has at least {by * 100:.0f} percentage points more of its points off every object than any "
+        ([f"{'; '.join(repr(a) for a in settled)}: each such seed has at least {by * 100:.0f} percentage points more of its points off every object than any "
           "seed of its arm above the floors, so its maps settle on background (why is not established here)"] if settled else [])
-        + ([f"{', '.join(rest)}: not so (or no seed of the arm is above the floors), so no cause is read"] if rest else []))
+        + ([f"{'; '.join(repr(a) for a in rest)}: not so (or no seed of the arm is above the floors), so no cause is read"] if rest else []))
     return [o for _, o in below], f"{len(below)} below a floor: {named}; {cause}"
 
 

@@ -208,8 +208,11 @@ def test_convergence_sentence_names_late_arms_with_their_last_third_drop():
     done = Selection("done", 0.01, 3, 1.0, {0.01: [[3.0, 2.0, 1.0, 1.5, 1.6, 1.7]]}, (0,), 6)
     text = ma.convergence_sentence([flat, None, falling, done], 6)
     # last third of 6 periods = 2: flat 1.0 -> 0.99 (1.0%), falling 2.0 -> 1.0 (50.0%)
-    assert text == ("not converged within the budget (6 periods unless said): flat (down 1.0% over the last 2 periods), "
+    assert text.split("; lr at an end")[0] == ("not converged within the budget (6 periods unless said): flat (down 1.0% over the last 2 periods), "
                     "falling (down 50.0% over the last 2 periods) (of 3 trained arms)")
-    assert ma.convergence_sentence([done], 6).endswith(": none (of 1 trained arms)")
+    assert ma.convergence_sentence([done], 6).endswith(": none (of 1 trained arms); lr at an end of the grid, so a value "
+                                                       "beyond it might have done better: none")
+    edge = Selection("edge", 0.03, 3, 1.0, {0.03: [[3.0, 2.0, 1.0, 1.5, 1.6, 1.7]]}, (0,), 6, lr_edge="largest")
+    assert ma.convergence_sentence([done, edge], 6).endswith("might have done better: edge (0.03, the largest)")
     with pytest.raises(ValueError, match="budget"):
         ma.convergence_sentence([done], 1)

@@ -171,7 +171,13 @@ def test_grounding_controls_pass_and_each_fails_on_purpose():
     v_image = max((power["half_width"] / 1.96) ** 2 - v_seed, 0.0)
     room = (0.05 / 1.96) ** 2 - v_image
     assert power["seeds_for_margin"] == (int(np.ceil(v_seed * 5 / room)) if room > 0 else None)
+    assert ("seeds would put it at the margin" in power["sentence"]) == (power["seeds_for_margin"] is not None)
+    assert "needed would put" not in power["sentence"]
     assert power["image_part"] == pytest.approx(1.96 * np.sqrt(v_image))
+    # an effect of exactly the margin's size planted into the negative arm is caught too, not only a large one
+    arms["shuffled"] = ev.planted_effect_scores(shuffled, arms["saliency"], 0.05)
+    f = ev.grounding_falsification(_judge(arms), "model", "pointer", "planted", "shuffled", "saliency")
+    assert f.negative.difference == pytest.approx(0.05, abs=1e-9) and not f.negative_passed
 
 
 def test_planted_effect_control_has_the_tests_noise_and_fails_when_the_test_is_weak():

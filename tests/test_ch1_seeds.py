@@ -105,7 +105,9 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [1.0] * 3 + [0.0] * 7])}
     found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
     assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
-           "heads 0.000; 80% of its points off every object, other seeds 0%-30%)" in found[0]
+           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%-0%; it settles on background)" in found[0]
+    assert "30% of its points off every object, its seeds above the floors 0%-0%; it settles on background)" in found[0]
+    assert "settles on background" not in msd.seed_findings(scores, [0, 1, 2], ["main"], off=off, by=0.9)[0]
     reading = msd.off_object_reading(scores, off, ["main"])
     acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
     assert [r["accuracy"] for r in reading["seeds"]] == pytest.approx(acc)

@@ -190,6 +190,8 @@ class Longer(NamedTuple):
     and the heads at the period the arm's own selection chose (the same run's snapshot there)."""
     heads: list[MaxImageHeads]
     at_budget: list[MaxImageHeads]
+    chosen: int  # the longer run's chosen period
+    budget_chosen: int  # the period the arm's own selection chose
 
 
 def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selection], seeds: Sequence[int],
@@ -197,8 +199,11 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
     """The budget check: ``arm`` trained again on ``seeds`` at the lr its selection in ``log``
     chose, for a budget of ``periods`` periods instead of ``grid.epochs``, and stopped at the
     period of lowest mean validation loss over the grid's selection seeds (eq-selection with the
-    lr held). The lr is constant, so the same run's snapshot at the selection's own period is
-    exactly the head :func:`train_more` would train for a seed: both come back (:class:`Longer`).
+    lr held). The lr is constant, so the same run's snapshot at the selection's own period follows
+    the protocol :func:`train_more` follows for a seed (same start, batches, lr and periods): both
+    come back (:class:`Longer`). It is the same head only up to floating-point rounding, which
+    differs between stacks of another size, and training can amplify it (the chapter measures how
+    far).
     Its Selection ("<arm>, <periods> periods"; converged or not by the same patience rule, a
     quarter of its budget) is appended to ``log``; to ``curves``, its record and, for the seeds
     outside the arm's own record, the "<arm>, more seeds" record :func:`train_more` would write."""
@@ -224,7 +229,7 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
         if more := [s for s in seeds if s not in own]:
             curves.append({"arm": f"{arm.name}, more seeds", "lr": sel.lr, "chosen_periods": sel.epochs,
                            "seeds": {s: rec(s, sel.epochs, False) for s in more}})
-    return Longer(run.heads(sel.lr, best), run.heads(sel.lr, sel.epochs))
+    return Longer(run.heads(sel.lr, best), run.heads(sel.lr, sel.epochs), best, sel.epochs)
 
 
 def pass_steps(data: Splits, batch_size: int) -> int:
@@ -275,5 +280,7 @@ def convergence_sentence(selections: Sequence[Selection | None], budget: int) ->
         k = max(own // 3, 1)
         return (f"{s.arm} ({f'budget {own} periods, ' if own != budget else ''}down "
                 f"{100 * (m[-k - 1] - m[-1]) / abs(m[-k - 1]):.1f}% over the last {k} periods)")
+    edge = [f"{s.arm} ({s.lr:g}, the {s.lr_edge})" for s in done if s.lr_edge]
     return (f"not converged within the budget ({budget} periods unless said): {', '.join(drop(s) for s in late) or 'none'} "
-            f"(of {len(done)} trained arms)")
+            f"(of {len(done)} trained arms); lr at an end of the grid, so a value beyond it might have done better: "
+            f"{', '.join(edge) or 'none'}")

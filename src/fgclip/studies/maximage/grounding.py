@@ -24,14 +24,16 @@ def power_check(v: verdicts.Verdict, margin: float) -> dict:
 
     rec["seeds_for_margin"], rec["seeds_for_target"] = seeds_for(margin), seeds_for(rec["target"])
     rec["image_part"] = z * float(np.sqrt(v_image))
-    need = (lambda k: f"roughly {k} seeds" if k is not None else  # noqa: E731
-            f"out of reach by seeds alone: the image part is {rec['image_part']:.3f}, more test images are needed")
+    def need(k: int | None, what: str) -> str:
+        return (f"roughly {k} seeds would put it {what}" if k is not None else
+                f"out of reach by seeds alone: the image part is {rec['image_part']:.3f}, more test images are needed")
     resolved = rec["half_width"] < margin
     rec["sentence"] = (f"half-width {rec['half_width']:.3f} with {n} seeds and {v.n_clusters} {v.cluster_unit} (image "
                        f"part {rec['image_part']:.3f}): {'below' if resolved else 'not below'} the margin ({margin:g}), so "
-                       f"an effect of the margin {'is' if resolved else 'is not'} resolved ({need(rec['seeds_for_margin'])} "
-                       f"would put it at the margin); the power target, half the margin-scaled effect "
-                       f"({rec['target']:.3f}), is {'met' if rec['met'] else 'not met'} ({need(rec['seeds_for_target'])})")
+                       f"an effect of the margin {'is' if resolved else 'is not'} resolved "
+                       f"({need(rec['seeds_for_margin'], 'at the margin')}); the power target, half the margin-scaled effect "
+                       f"({rec['target']:.3f}), is {'met' if rec['met'] else 'not met'} "
+                       f"({need(rec['seeds_for_target'], 'at the target')})")
     return rec
 
 
@@ -70,21 +72,26 @@ def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification 
     if more.verdict == verdicts.EQUIVALENT:
         answer = "the grounding test at the book's budget stands."
     elif test.controls_pass and test.test.verdict == verdicts.A_BETTER:
-        answer = (f"so with more training {test.test.arms[0]} beats {test.test.arms[1]}, and the bound at the book's budget "
+        answer = (f"with more training {test.test.arms[0]} beats {test.test.arms[1]}, and the bound at the book's budget "
                   "does not describe the method trained further.")
     elif test.controls_pass:
-        answer = (f"so more training does not change the answer: {test.test.arms[0]} is {test.test.outcome} against "
+        answer = (f"more training does not change the answer: {test.test.arms[0]} is {test.test.outcome} against "
                   f"{test.test.arms[1]}.")
     else:
-        answer = (f"so whether the method beats {test.test.arms[1]} stays open here: "
+        answer = (f"whether the method beats {test.test.arms[1]} stays open here: "
                   + ("the bound at the book's budget is of heads still learning, and " if more.verdict == verdicts.A_BETTER
                      else "") + "the longer run's test cannot decide.")
-    text = f"{more.brief()}: {reading}. The grounding test of the longer run: {grounding_sentence(test)} Together: {answer}"
+    power = power_check(test.test, test.test.margin)["sentence"]
+    text = (f"{more.brief()}: {reading}. The grounding test of the longer run: {grounding_sentence(test)} Its power check: "
+            f"{power}. Together: {answer}")
     if rerun is not None:
         seeds, first, again = rerun
         j = int(np.argmax(np.abs(np.asarray(again) - np.asarray(first))))
+        moved = (f"seed {seeds[j]} moves {first[j]:.3f} -> {again[j]:.3f}, so where a seed ends is not fixed by its start "
+                 "alone" if again[j] != first[j] else "no seed moves: rounding changed nothing here")
         text += (f" The chapter's seeds {list(seeds)}, trained again in the longer run's stack (same start, batches, lr and "
                  f"period; only the floating-point rounding of the stacked products differs), score "
-                 f"{', '.join(f'{x:.3f}' for x in again)} against {', '.join(f'{x:.3f}' for x in first)} as trained: seed "
-                 f"{seeds[j]} moves {first[j]:.3f} -> {again[j]:.3f}, so where a seed ends is not fixed by its start alone.")
+                 f"{', '.join(f'{x:.3f}' for x in again)} against {', '.join(f'{x:.3f}' for x in first)} as trained: "
+                 f"{moved} (in the grounding test these seeds are the chapter's own heads; the longer run is compared with "
+                 "its own snapshot at the book's budget).")
     return text

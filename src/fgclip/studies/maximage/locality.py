@@ -138,8 +138,8 @@ def _reading(outcome: str) -> str:
                  if outcome == verdicts.EQUIVALENT else "The background tokens identify the phrase's image better than the "
                  "object tokens do") + ", so a head can meet retrieval, the only signal it trains on, with a word's best "
                 "cell on background: a background solution is available to the loss. Whether the loss prefers it is not "
-                "shown here; the validation losses of the seeds named below, beside the other seeds', show how far it "
-                "tells them apart.")
+                "shown here; the validation losses of the seeds named in the seed-by-seed findings, beside those of the "
+                "seeds above the floors, show how far it tells them apart.")
     if outcome == verdicts.B_BETTER:
         return ("The object tokens identify the phrase's image better than the background tokens, so by this reading "
                 "a background solution costs retrieval, and it does not explain a seed settling there.")

@@ -56,14 +56,15 @@ def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                   curves: Sequence[dict] = (), untrained: str = "untrained heads",
                   off: Mapping[str, np.ndarray] | None = None, own: Mapping[str, np.ndarray] | None = None,
-                  causes: Mapping[str, str] | None = None) -> list[str]:
+                  causes: Mapping[str, str] | None = None, by: float = 0.05) -> list[str]:
     """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
     seed with its accuracy, the floors it is below, the same seed's untrained heads, its
     validation loss beside the arm's other seeds' and, where ``off`` gives them (arm ->
     (n_seeds, n_kept) 0/1, :func:`~fgclip.studies.maximage.evaluation.off_objects`), the share of
     its points off every object beside the arm's other seeds'; or one sentence saying no seed is.
     ``own``: each arm's own saliency (:func:`below_floor`); ``causes``: arm -> a cause known by
-    construction (a control), said after its name."""
+    construction (a control), said after its name; each named seed is read by :func:`settles`
+    against its arm's seeds above the floors (``by``: the share margin)."""
     rows = below_floor(scores, seeds, arms, own=own)
     own, causes = own or {}, causes or {}
     if not rows:
@@ -81,8 +82,11 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                             f"{scores[untrained][j].mean():.3f}")
             if off is not None and arm in off and len(seeds) > 1:
                 share = off[arm].mean(axis=1)  # (n_seeds,)
-                rest = np.delete(share, j)
-                bits.append(f"{share[j]:.0%} of its points off every object, other seeds {rest.min():.0%}-{rest.max():.0%}")
+                low = {x["seed"] for x in rows if x["arm"] == arm}
+                up = [float(share[k]) for k, s in enumerate(seeds) if s not in low]  # the arm's seeds above the floors
+                bits.append(f"{share[j]:.0%} of its points off every object, its seeds above the floors "
+                            + (f"{min(up):.0%}-{max(up):.0%}" if up else "none")
+                            + ("; it settles on background" if settles(float(share[j]), up, by) else ""))
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
@@ -149,17 +153,28 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
                       + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + ")" for r in rows)
-    others = f"the other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else "no other seed"
+    others = f"the seeds above the floors {min(rest):.0%}-{max(rest):.0%}" if rest else "no seed above the floors"
     rest_val = [v for s, v in val.items() if s not in low]
     if rest_val:
         others += f" (validation loss {min(rest_val):.3f}-{max(rest_val):.3f})"
-    lows = [r["off objects"] for r in rows]
-    cause = (f"each of them has at least {by * 100:.0f} percentage points more of its points off every object than "
-             "any other seed: their maps settle on background" if rest and min(lows) >= max(rest) + by
-             else "their off-object shares are not that far above the other seeds' (by the share margin), so no "
-             "cause is read")
+    for r in rows:
+        r["settles on background"] = settles(r["off objects"], rest, by)
+    on_bg = [str(r["seed"]) for r in rows if r["settles on background"]]
+    unread = [str(r["seed"]) for r in rows if not r["settles on background"]]
+    cause = "; ".join(([f"seed{'s' * (len(on_bg) > 1)} {', '.join(on_bg)} settle{'s' * (len(on_bg) == 1)} on background (at "
+                        f"least {by * 100:.0f} percentage points more of {'its' if len(on_bg) == 1 else 'their'} points off "
+                        "every object than any seed above the floors)"] if on_bg else [])
+                      + ([f"seed{'s' * (len(unread) > 1)} {', '.join(unread)}: not that far above, so no cause is read"]
+                         if unread else []))
     return rows, (f"{len(rows)} of the {len(seeds)} seeds of {arm} below a floor: {named}; {others} off every "
                   f"object; {cause}")
+
+
+def settles(share: float, above: Sequence[float], by: float) -> bool:
+    """The chapter's one rule: a seed below a floor *settles on background* when its share of
+    points off every object is at least ``by`` above that of every seed of its arm above the
+    floors (none above: not read)."""
+    return bool(len(above)) and share >= max(above) + by
 
 
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
@@ -168,9 +183,8 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
     over a record's fields naming its arm and seed, ``group`` one naming its arm. Where the
-    rows carry "off objects", each named seed's share is set beside its arm's other seeds', and an
-    arm whose every named seed is at least ``by`` further off every object than each of its seeds
-    above the floors is said to settle on background (the chapter passes its share margin)."""
+    rows carry "off objects", each named seed's share is set beside those of its arm's seeds
+    above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin)."""
     below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
@@ -179,39 +193,26 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
             below.append((r, {"seed of": label.format(**r), "value": float(r[value]), "floors": under}))
     if not below:
         return [], f"no seed is below {' or '.join(floors)}"
-
     low = [r for r, _ in below]
+    read = group is not None and all("off objects" in r for r in records)
 
-    def others(r: Mapping) -> list[float]:  # every other seed of r's arm, below a floor or not
-        return [float(o["off objects"]) for o in records if o is not r and group.format(**o) == group.format(**r)]
+    def above(r: Mapping) -> list[float]:  # the off-object shares of r's arm's seeds above the floors
+        return [float(o["off objects"]) for o in records if all(o is not x for x in low) and group.format(**o) == group.format(**r)]
 
-    def off(r: Mapping) -> str:
-        if "off objects" not in r or group is None:
-            return ""
-        rest = others(r)
-        return f"; {float(r['off objects']):.0%} of its points off every object" + (
-            f", the arm's other seeds {min(rest):.0%}-{max(rest):.0%}" if rest else "")
-    for r, o in below:
-        if "off objects" in r:
-            o["off objects"] = float(r["off objects"])
-    named = "; ".join(f"{o['seed of']} ({o['value']:.3f}, below "
-                      + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items()) + off(r) + ")" for r, o in below)
-    read = group is not None and all("off objects" in r for r in low)
-
-    def apart(r: Mapping) -> bool:  # more off every object, by ``by``, than each seed of its arm above the floors
-        up = [float(o["off objects"]) for o in records if all(o is not x for x in low) and group.format(**o) == group.format(**r)]
-        return bool(up) and float(r["off objects"]) >= max(up) + by
-    if not read:
-        return [o for _, o in below], (f"{len(below)} below a floor: {named}; where their points land was not read, "
-                                       "so no cause is given for them")
-    arms = list(dict.fromkeys(group.format(**r) for r in low))
-    settled = [a for a in arms if all(apart(r) for r in low if group.format(**r) == a)]
-    rest = [a for a in arms if a not in settled]
-    cause = "; ".join(
-        ([f"{'; '.join(repr(a) for a in settled)}: each such seed has at least {by * 100:.0f} percentage points more of its points off every object than any "
-          "seed of its arm above the floors, so its maps settle on background (why is not established here)"] if settled else [])
-        + ([f"{'; '.join(repr(a) for a in rest)}: not so (or no seed of the arm is above the floors), so no cause is read"] if rest else []))
-    return [o for _, o in below], f"{len(below)} below a floor: {named}; {cause}"
+    def said(r: Mapping, o: dict) -> str:
+        head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())
+        if not read:
+            return head + ")"
+        up = above(r)
+        o["off objects"], o["settles on background"] = float(r["off objects"]), settles(float(r["off objects"]), up, by)
+        return (head + f"; {o['off objects']:.0%} of its points off every object, its arm's seeds above the floors "
+                + (f"{min(up):.0%}-{max(up):.0%}" if up else "none") + ("; it settles on background" if o["settles on background"]
+                                                                         else "; no cause read") + ")")
+    named = "; ".join(said(r, o) for r, o in below)
+    rule = (f" (a seed settles on background when at least {by * 100:.0f} percentage points more of its points are off every "
+            "object than of any seed of its arm above the floors; why it does is not established here)" if read else
+            "; where their points land was not read, so no cause is given for them")
+    return [o for _, o in below], f"{len(below)} below a floor: {named}{rule}"
 
 
 def sweep_rows(sweep, label: str = "") -> list[dict]:

@@ -526,6 +526,11 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # solution is available to the loss; they do not say the loss prefers it, nor which seeds
 # find it. These are zero-shot cosines of the frozen towers (phrase text, not the contextual
 # word features the heads read), so they describe what the heads start from, not the heads.
+# For the trained heads, two diagnostics of a collapse are set beside every low seed of the
+# main arm ({func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
+# caption's word pairs whose maps peak on the same cell (the word-region similarity collapsed
+# onto one cell; the census reads the same measure on untrained heads) and the share of the
+# heads' hidden units that are never active on the test split (dead units).
 
 # %%
 M, UT, g_seeds = arms.main.name, arms.untrained.name, seeds + [seed + k for k in range(n_seeds, grounding_seeds)]  # the chapter's seeds, then fresh ones
@@ -536,7 +541,7 @@ gx = {M: g_hits, "caption-blind saliency": g_sal, UT: ev.arm_scores(ma.train_sel
       **{f: np.tile(scores[f][0], (len(g_seeds), 1)) for f in ("centre point", "object pointer", "random point")}}  # same on every seed
 vg, vs = (ev.ArmJudge(x, strata, images, seed, margin) for x in (gx, scores))  # the main arm on its grounding seeds; every arm on the chapter's
 headline = [vg(M, b, f"{M} vs {b}", on) for b in ("centre point", "object pointer", "caption-blind saliency") for on in strata] + [vg(M, UT, "what retrieval training adds")]
-g_below, g_sentence = msd.seeds_below_sentence(M, g_seeds, g_hits, g_off, {f: gx[f] for f in ("random point", "centre point", "caption-blind saliency", UT)}, share_margin, curves)
+g_below, g_sentence = msd.seeds_below_sentence(M, g_seeds, g_hits, g_off, {f: gx[f] for f in ("random point", "centre point", "caption-blind saliency", UT)}, share_margin, curves, g_diag := mic.seed_diagnostics(g_heads, test))
 loc_v = ml.locality_verdicts(loc := ml.content_locality(clip, test, keep), seed, locality_margin)  # the frozen tokens, before any head
 print(g_sentence, loc_sentence := ml.locality_sentence(loc, loc_v, model), sep="\n\n")
 fig = vsel.plot_seed_curves([c for c in curves if c["arm"] in (M, f"{M}, more seeds")], [r["seed"] for r in g_below], f"{M}: validation loss of each of its {len(g_seeds)} seeds (dots: the chosen period)")
@@ -596,7 +601,7 @@ print(f"At the book's budget of {epochs} periods (see the budget check below):",
 if lng:  # the main arm's own protocol with a longer budget, on the grounding seeds, and its planted control
     (lh, lo, ls), rerun = ev.arm_points_read(lng.heads, test, keep, parse, saliency=True), ev.arm_scores(lng.at_budget[:n_seeds], test, keep, parse)  # rerun: the chapter's seeds again, in the longer run's stack
     gx |= {(LB := f"{M}, {long_epochs} periods"): lh, (LP := f"{LB} + planted grounding"): ev.planted_effect_scores(lh, gx["object pointer"], margin), (LS := f"{M}, the same run at period {lng.budget_chosen}"): np.vstack([rerun, g_hits[n_seeds:]])}
-    long_below = msd.seeds_below_sentence(LB, g_seeds, lh, lo, {f: gx[f] for f in ("random point", "centre point")} | {"its own caption-blind saliency": ls}, share_margin, curves)
+    long_below = msd.seeds_below_sentence(LB, g_seeds, lh, lo, {f: gx[f] for f in ("random point", "centre point")} | {"its own caption-blind saliency": ls}, share_margin, curves, mic.seed_diagnostics(lng.heads, test))
     long_test = ev.grounding_falsification(ev.ArmJudge(scores | gx, strata, images, seed, margin), LB, "object pointer", LP, arms.shuffled.name, SH)
 display(verdicts.verdict_table(long_v := [vg(LB, LS, f"more training: {LB} vs the same run at the book's chosen period"), long_test.test, long_test.positive] if lng else []))
 
@@ -828,7 +833,7 @@ write_results(results_path, {
     msd.sweep_rows(sweep), "bias_sweep_dot": msd.sweep_rows(dot_sweep), "point_rule": "resized", "batch_sizes": bs_table.to_dict(orient="records"), "truncated_captions":
     test.n_truncated, "dropped_phrases": test.n_dropped,
     "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms, own=own_sal), "off_objects": off_read,
-    "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "longer_run_below_floor": long_below[0] if lng else [], "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
+    "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "grounding_diagnostics": {k: x.tolist() for k, x in g_diag.items()}, "longer_run_below_floor": long_below[0] if lng else [], "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
     "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other[0], "locality": loc.to_dict(),
     "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

@@ -277,3 +277,35 @@ def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
     still = mg.budget_sentence(v(0.2, "main"), test, 18, ([0, 1], np.array([0.5, 0.44]), np.array([0.5, 0.44])))
     assert "no seed moves: rounding changed nothing here" in still and "not fixed by its start" not in still
     assert mg.budget_sentence(None, None, 18) == "not run with these parameters"
+
+
+def test_word_agreement_matches_the_census_measure_and_reads_a_collapse():
+    """The all-captions-at-once measure equals untrained_agreement's caption-by-caption one on
+    untrained heads; heads whose word branch outputs one vector for every word put every pair
+    on one cell (1.0); dead units count hidden units never positive."""
+    data = _split(n_images=8, seed=0)
+    cfg = TrainConfig(embed_dim=8)
+    for s in (0, 1):
+        heads = make_heads(data.img.shape[1], data.words.dim, 8, s, "cosine", "default")
+        assert mic.word_agreement(heads, data) == pytest.approx(mic.untrained_agreement(data, cfg, [s], "default"))
+    collapsed = make_heads(data.img.shape[1], data.words.dim, 8, 0, "cosine", "zero")
+    with torch.no_grad():
+        collapsed.text[2].weight.zero_()
+        collapsed.text[2].bias.fill_(1.0)  # every word the same vector: one map for all
+    assert mic.word_agreement(collapsed, data) == 1.0
+    with torch.no_grad():
+        collapsed.image[0].bias.fill_(-1e6)  # every image unit's pre-activation negative
+    assert mic.dead_units(collapsed, data) == pytest.approx(0.5)  # image units dead, word units not
+    diag = mic.seed_diagnostics([collapsed, make_heads(data.img.shape[1], data.words.dim, 8, 1)], data)
+    assert diag["word pairs on one cell"][0] == 1.0 and diag["dead hidden units"].shape == (2,)
+
+
+def test_seeds_below_get_the_diagnostics_beside_the_seeds_above_the_floors():
+    from fgclip.studies.maximage import seeds as msd
+
+    hits = np.array([[1, 1, 0, 1], [0, 0, 0, 1], [1, 0, 1, 1]], float)  # seed 11 below the centre point
+    off = np.zeros((3, 4))
+    rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
+                                          diagnostics={"word pairs on one cell": np.array([0.2, 0.9, 0.3])})
+    assert rows[0]["word pairs on one cell"] == 0.9
+    assert "word pairs on one cell 90% (seeds above the floors 20%-30%))" in text

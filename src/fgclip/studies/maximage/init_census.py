@@ -161,3 +161,42 @@ def resolve_bias_init(bias_init: str, census: InitCensus | None) -> str:
     if bias_init not in BIAS_INITS:
         raise ValueError(f"parameter 'bias_init': expects 'select' or one of {BIAS_INITS}, got {bias_init!r}")
     return bias_init
+
+
+@torch.no_grad()
+def word_agreement(heads, split) -> float:
+    """The measure of :func:`untrained_agreement` for one set of heads (trained or not), all
+    captions at once: the mean over captions with at least two words of the share of their
+    word pairs whose maps m_{:,:,d} peak on the same cell (1: one map for every word, the
+    word-region similarity collapsed onto one cell)."""
+    caption, rows = split.words.words_in_order()  # (W,), (W,)
+    t = heads.word_vectors(split.words.rows[rows])  # (W, E)
+    v = project_images(heads, split.img).flatten(2)  # (N, E, h*w)
+    image = torch.as_tensor(split.corpus.caption_image)[caption]  # (W,)
+    peak = torch.einsum("we,wep->wp", t, v[image]).argmax(dim=1)  # (W,) each word's peak cell
+    n_cells = v.shape[2]
+    counts = torch.zeros(len(split.words), n_cells).index_put_((caption, peak), torch.ones(len(caption)), accumulate=True)
+    n = counts.sum(dim=1)  # (C,) words per caption
+    same = (counts * (counts - 1)).sum(dim=1)  # ordered pairs of distinct words on one cell
+    ok = n >= 2
+    if not ok.any():
+        raise ValueError("word_agreement: no caption of the split has two words")
+    return float((same[ok] / (n[ok] * (n[ok] - 1))).mean())
+
+
+@torch.no_grad()
+def dead_units(heads, split) -> float:
+    """The share of the heads' hidden units (both two-layer MLPs) whose pre-activation is never
+    positive on the split (every image cell, every word): units that pass no signal forward
+    but GELU's small negative tail."""
+    cells = split.img.permute(0, 2, 3, 1).flatten(0, 2)  # (N*h*w, Di)
+    pre = [heads.image[0](cells), heads.text[0](split.words.rows)]  # (cells, H), (words, H)
+    dead = torch.cat([(p.amax(dim=0) <= 0) for p in pre])
+    return float(dead.float().mean())
+
+
+def seed_diagnostics(heads_per_seed, split) -> dict[str, np.ndarray]:
+    """Per seed: :func:`word_agreement` ("word pairs on one cell") and :func:`dead_units`
+    ("dead hidden units") on the split, each (n_seeds,)."""
+    return {"word pairs on one cell": np.array([word_agreement(h, split) for h in heads_per_seed]),
+            "dead hidden units": np.array([dead_units(h, split) for h in heads_per_seed])}

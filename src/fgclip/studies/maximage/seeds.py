@@ -128,14 +128,17 @@ def arm_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 
 def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: np.ndarray,
                          floors: Mapping[str, np.ndarray], by: float = 0.05,
-                         curves: Sequence[dict] = ()) -> tuple[list[dict], str]:
+                         curves: Sequence[dict] = (), diagnostics: Mapping[str, np.ndarray] | None = None
+                         ) -> tuple[list[dict], str]:
     """Every seed of one ``arm`` ((n_seeds, n_kept) ``hits`` and ``off``-object flags) read
     against each floor in ``floors`` (name -> (n_seeds, n_kept) scores of the same seed: a
     caption-blind pointer repeated, or the seed's own saliency or untrained heads): one record
     per seed below any floor, with its off-object share (and, from ``curves``, its validation
     loss at the chosen period), and a sentence naming them beside the other seeds'. The seeds
     below are said to settle on background only if each is at least ``by`` further off every
-    object than every seed above the floors (the rule of :func:`records_below`)."""
+    object than every seed above the floors (the rule of :func:`records_below`). ``diagnostics``:
+    name -> (n_seeds,) shares per seed (e.g. word pairs peaking on one cell, dead hidden units),
+    each low seed's set beside the range of the seeds above the floors."""
     acc, share = hits.mean(axis=1), off.mean(axis=1)
     means = {name: np.asarray(f, float).mean(axis=1) for name, f in floors.items()}
     if any(len(m) != len(seeds) for m in means.values()) or len(acc) != len(seeds):
@@ -149,10 +152,22 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         return rows, f"none of the {len(seeds)} seeds of {arm} is below {', '.join(floors)}"
     low = {r["seed"] for r in rows}
     rest = [float(x) for s, x in zip(seeds, share) if s not in low]
+    diag = {n: np.asarray(x, float) for n, x in (diagnostics or {}).items()}
+    for r in rows:
+        j = list(seeds).index(r["seed"])
+        r.update({n: float(x[j]) for n, x in diag.items()})
+
+    def beside(r: dict) -> str:  # each diagnostic of a low seed beside the seeds above the floors
+        parts = []
+        for n, x in diag.items():
+            up = [float(v) for s, v in zip(seeds, x) if s not in low]
+            parts.append(f"{n} {r[n]:.0%}" + (f" (seeds above the floors {min(up):.0%}-{max(up):.0%})" if up else ""))
+        return "".join(f"; {p}" for p in parts)
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
-                      + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + ")" for r in rows)
+                      + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + beside(r) + ")"
+                      for r in rows)
     others = f"the seeds above the floors {min(rest):.0%}-{max(rest):.0%}" if rest else "no seed above the floors"
     rest_val = [v for s, v in val.items() if s not in low]
     if rest_val:

@@ -526,6 +526,9 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # solution is available to the loss; they do not say the loss prefers it, nor which seeds
 # find it. These are zero-shot cosines of the frozen towers (phrase text, not the contextual
 # word features the heads read), so they describe what the heads start from, not the heads.
+# They read one frozen model, with no training seed behind them: their units are phrases
+# clustered by image, and they are recorded apart from the chapter's verdicts between trained
+# arms (`frozen_token_readings` in `ch1.json`), which each rest on at least three seeds.
 # For the trained heads, two diagnostics of a collapse are set beside every low seed of the
 # main arm ({func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
 # caption's word pairs whose maps peak on the same cell (the word-region similarity collapsed
@@ -743,7 +746,7 @@ print(converged := ma.convergence_sentence(selections, epochs))  # each late arm
 # at this size.
 
 # %%
-fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross + batch_v + long_v + loc_v, margin=margin)  # every verdict, as results.json lists them
+fig = forest_plot(chapter_v := headline + variants + [sel_v] + cross + dot_cross + batch_v + long_v, margin=margin)  # every verdict, as results.json lists them
 
 # %% [markdown]
 # ## Critique
@@ -834,6 +837,6 @@ write_results(results_path, {
     test.n_truncated, "dropped_phrases": test.n_dropped,
     "seed_curves": curves, "below_floor": msd.below_floor(scores, seeds, seed_arms, own=own_sal), "off_objects": off_read,
     "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "grounding_diagnostics": {k: x.tolist() for k, x in g_diag.items()}, "longer_run_below_floor": long_below[0] if lng else [], "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
-    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other[0], "locality": loc.to_dict(),
+    "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other[0], "locality": loc.to_dict(), "frozen_token_readings": loc_v,
     "selectivity": dict(
         n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

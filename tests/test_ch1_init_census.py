@@ -280,14 +280,24 @@ def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
 
 
 def test_word_agreement_matches_the_census_measure_and_reads_a_collapse():
-    """The all-captions-at-once measure equals untrained_agreement's caption-by-caption one on
-    untrained heads; heads whose word branch outputs one vector for every word put every pair
-    on one cell (1.0); dead units count hidden units never positive."""
+    """The all-captions-at-once measure equals a caption-by-caption count over each caption's
+    word maps (caption_word_maps), and untrained_agreement is its mean over the seeds' starts;
+    heads whose word branch outputs one vector for every word put every pair on one cell
+    (1.0); dead units count hidden units never positive."""
     data = _split(n_images=8, seed=0)
     cfg = TrainConfig(embed_dim=8)
-    for s in (0, 1):
-        heads = make_heads(data.img.shape[1], data.words.dim, 8, s, "cosine", "default")
-        assert mic.word_agreement(heads, data) == pytest.approx(mic.untrained_agreement(data, cfg, [s], "default"))
+
+    def by_caption(heads) -> float:
+        v, shares = project_images(heads, data.img), []
+        for c, image in enumerate(data.corpus.caption_image):
+            n = len(data.corpus.captions[c])
+            peak = caption_word_maps(heads, v, data.words, image, c, n).flatten(1).argmax(dim=1)
+            shares.append(float(((peak[:, None] == peak[None, :]).float().sum() - n) / (n * (n - 1))))
+        return float(np.mean(shares))
+    starts = [make_heads(data.img.shape[1], data.words.dim, 8, s, "cosine", "default") for s in (0, 1)]
+    for heads in starts:
+        assert mic.word_agreement(heads, data) == pytest.approx(by_caption(heads))
+    assert mic.untrained_agreement(data, cfg, [0, 1], "default") == pytest.approx(np.mean([by_caption(h) for h in starts]))
     collapsed = make_heads(data.img.shape[1], data.words.dim, 8, 0, "cosine", "zero")
     with torch.no_grad():
         collapsed.text[2].weight.zero_()

@@ -33,7 +33,7 @@ def _data(content_on: str) -> SimpleNamespace:
 def _clip3() -> SimpleNamespace:
     """A hand-made text tower: text "k" encodes to the k-th unit vector of R^4 (k < 3)."""
     model = torch.nn.Linear(1, 1)  # only its device is read
-    model.encode_text = lambda tok: torch.nn.functional.pad(torch.eye(3)[tok[:, 0]], (0, 1))  # (K, 4)
+    model.encode_text = lambda tok, normalize=False: torch.nn.functional.pad(torch.eye(3)[tok[:, 0]], (0, 1))  # (K, 4), unit rows
     return SimpleNamespace(model=model, tokenizer=lambda texts: torch.tensor([[int(t)] for t in texts]))
 
 

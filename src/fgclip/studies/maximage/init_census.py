@@ -24,7 +24,7 @@ import torch
 
 from ... import verdicts
 from .evaluation import evaluated, hits, kept_images, model_points, object_pointer_expectation
-from .heads import BIAS_INITS, TrainConfig, caption_word_maps, make_heads, project_images
+from .heads import BIAS_INITS, TrainConfig, make_heads, project_images
 from .replicas import train_stacks
 
 
@@ -90,23 +90,11 @@ class InitCensus:
 
 @torch.no_grad()
 def untrained_agreement(split, cfg: TrainConfig, seeds: Sequence[int], bias_init: str) -> float:
-    """How caption-blind the untrained map is: over ``seeds`` and every caption of ``split``
-    with at least two words, the mean share of its word pairs (a, b) whose maps m_{:,:,a} and
-    m_{:,:,b} (eq-colocalization-volume) peak on the same cell. 1 is one map for every word."""
-    shares = []
-    for s in seeds:
-        heads = make_heads(split.img.shape[1], split.words.dim, cfg.embed_dim, s, cfg.score, bias_init)
-        v = project_images(heads, split.img)  # (N, E, h, w)
-        for c, image in enumerate(split.corpus.caption_image):
-            n = len(split.corpus.captions[c])
-            if n < 2:
-                continue
-            peak = caption_word_maps(heads, v, split.words, image, c, n).flatten(1).argmax(dim=1)  # (n,)
-            same = (peak[:, None] == peak[None, :]).float()
-            shares.append(float((same.sum() - n) / (n * (n - 1))))
-    if not shares:
-        raise ValueError("untrained_agreement: no caption of the split has two words")
-    return float(np.mean(shares))
+    """How caption-blind the untrained map is: :func:`word_agreement` of the heads at their
+    seeded start, averaged over ``seeds`` (every seed reads the same captions). 1 is one map
+    for every word."""
+    return float(np.mean([word_agreement(make_heads(split.img.shape[1], split.words.dim, cfg.embed_dim, s, cfg.score,
+                                                    bias_init), split) for s in seeds]))
 
 
 def choose_init(val_loss: dict[str, Sequence[float]]) -> str:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import verdicts
+from ...evaluation import encode_texts
 
 Box = tuple[float, float, float, float]
 
@@ -57,15 +58,6 @@ def cell_mask(boxes: Sequence[Box], image_hw: tuple[int, int], grid: tuple[int, 
     return mask
 
 
-@torch.no_grad()
-def text_embeddings(clip, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
-    """(K, D) unit-norm CLIP text embeddings of ``texts`` (open_clip's tokenizer and text tower)."""
-    device = next(clip.model.parameters()).device
-    out = [clip.model.encode_text(clip.tokenizer(list(texts[i:i + batch_size])).to(device)).float().cpu()
-           for i in range(0, len(texts), batch_size)]
-    return F.normalize(torch.cat(out), dim=-1)
-
-
 def content_locality(clip, data, keep: np.ndarray) -> Locality:
     """The two readings of the module docstring for every kept phrase of ``data`` (a
     :class:`~fgclip.studies.maximage.data.Split` whose ``img`` are the frozen CLIP's dense
@@ -81,7 +73,7 @@ def content_locality(clip, data, keep: np.ndarray) -> Locality:
     own = np.array([p.image for p in phrases])
     objects = torch.as_tensor(np.stack([cell_mask(c.objects[i], c.image_hw[i], (h, w)) for i in range(n)]))  # (N, h, w)
     boxes = [cell_mask(p.boxes, c.image_hw[p.image], (h, w)) for p in phrases]  # (h, w) each
-    sims = torch.einsum("kd,ndhw->knhw", text_embeddings(clip, [p.text for p in phrases]), x)  # (K, N, h, w)
+    sims = torch.einsum("kd,ndhw->knhw", encode_texts(clip, [p.text for p in phrases]).cpu(), x)  # (K, N, h, w)
     rows = torch.arange(len(phrases))
 
     def rank(cells: torch.Tensor) -> np.ndarray:  # cells (N, h, w) bool; an image without such cells scores -inf

@@ -314,15 +314,16 @@ if is_toy:
 # ({mod}`fgclip.train.teacher`). On the 2-core CPU a ViT trained from scratch stays far
 # below the targets (the GPU sweep in `benchmarks/results/pretrain_sweep_vit.json`: shape
 # accuracy about 0.75 after 800k samples), while the ResNet meets most of them (the target
-# table above says which). The distillation (12 epochs of 40,000 scenes, about 80 minutes
-# of an idle CPU) comes closer but does not close the gap: the target table shows where the
-# committed `toy-vit` stands, and its validation curve below had flattened as its schedule
-# ended, so a longer schedule or a GPU run is open work. Its patch tokens also point worse
-# than `toy-rn`'s layer-4 map (the ceiling table's zero-shot pointing column). Chapters 1
-# and 2 read `toy-vit`'s patch tokens and attention, which is what they need a ViT for, and
-# so they run on a ViT below the papers' regime (their critiques say so); what the two toy
-# CLIPs share (one text
-# tower) is a property of this stage, not of real CLIPs.
+# table above says which). The distillation (one cosine schedule over 14 epochs of 80,000
+# scenes, about 45 minutes in bf16 on a CPU with AMX, where `precision auto` picks it) is
+# what brings the ViT to its targets; an earlier run with half the scenes and fewer than half
+# the samples had stopped below them (the README gives both). The target table shows where
+# the committed `toy-vit` stands, its validation curve below how it got there. The targets are
+# global (the image embedding names the scene's objects); whether its patch tokens point is
+# another question, which the ceiling table's zero-shot pointing column answers beside
+# `toy-rn`'s layer-4 map. Chapters 1 and 2 read `toy-vit`'s patch tokens and attention, which
+# is what they need a ViT for. What the two toy CLIPs share (one text tower) is a property of
+# this stage, not of real CLIPs.
 
 # %%
 for label, clip in (stage_clips.items() if is_toy else [(trained_label, trained)]):

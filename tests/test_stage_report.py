@@ -84,3 +84,17 @@ def test_target_rows_and_sentence_carry_each_interval():
     assert "zero_shot_multilabel_mAP 0.690 [0.670, 0.710] (target >= 0.70: too close to call)" in text
     assert "shape_acc" not in text
     assert np.isnan(pd.DataFrame(sr.target_rows(metrics, [])).loc[0, "low"])
+
+
+def test_record_against_targets_names_where_the_record_stands():
+    below = {"zero_shot_shape_acc": 0.80, "i2t_R@1": 0.85}
+    assert sr.record_against_targets("toy-vit", below) == (
+        "still below both of its targets, zero-shot shape accuracy and image-to-text R@1")
+    assert sr.record_against_targets("toy-vit", {**below, "i2t_R@1": 0.90}).startswith("meets 1 of its 2 targets")
+    assert sr.record_against_targets("toy-vit", {"zero_shot_shape_acc": 0.93, "i2t_R@1": 0.91}).startswith(
+        "meets both of its targets")
+    rn = {"zero_shot_shape_acc": 0.96, "i2t_R@1": 0.97, "zero_shot_multilabel_mAP": 0.68,
+          "zero_shot_retrieval_AP@50": 0.60}
+    assert sr.record_against_targets("toy-rn", rn) == (
+        "meets 3 of its 4 targets, zero-shot shape accuracy, image-to-text R@1, zero-shot multi-label mAP "
+        "and zero-shot retrieval AP@50")

@@ -25,6 +25,23 @@ def target_keys(model: str) -> tuple[str, ...]:
     return tuple(key for key, models, _ in STAGE_TARGETS if model in models)
 
 
+def record_against_targets(model: str, test: dict) -> str:
+    """Where a checkpoint's held-out record (``test``: the ``test`` block of
+    ``checkpoints/<model>.metrics.json``) stands against the targets bound to ``model``, by the
+    value, in the words the critique pages use: "meets both of its targets, ...", "still below
+    both of its targets, ..." or "meets k of its n targets, ..."."""
+    bound = [(key, target) for key, models, target in STAGE_TARGETS if model in models]
+    met = sum(float(test[key]) >= target for key, target in bound)
+    count = "both" if len(bound) == 2 else f"all {len(bound)}"
+    head = (f"meets {count} of its targets" if met == len(bound) else f"still below {count} of its targets"
+            if met == 0 else f"meets {met} of its {len(bound)} targets")
+    names = {"zero_shot_shape_acc": "zero-shot shape accuracy", "i2t_R@1": "image-to-text R@1",
+             "zero_shot_multilabel_mAP": "zero-shot multi-label mAP",
+             "zero_shot_retrieval_AP@50": "zero-shot retrieval AP@50"}
+    words = [names[key] for key, _ in bound]
+    return head + ", " + (", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
+
+
 def check_recorded(model: str, recorded: dict, recomputed: dict, tolerance: float = 0.02) -> dict[str, float]:
     """Fail loudly when a checkpoint's recorded held-out metrics (``test_metrics``, written by
     the pretraining run) and the ones this build recomputes on the same scenes differ by more

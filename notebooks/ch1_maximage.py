@@ -471,7 +471,7 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand_heads = ma.train_logged(ma.Arm(RI := "random-init CLIP + trained heads", base), rand, grid, seeds, period, selections, curves)
     scores[RI], off[RI], own_sal[RI] = ev.arm_points_read(rand_heads, rand.test, keep, parse, saliency=True)  # its other floors are the pretrained CLIP's
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
-    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves, off=off, own=own_sal, causes=arms.known_causes(), by=share_margin))))
+    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves, off=off, own=own_sal, causes=arms.known_causes(), by=share_margin, flat=arms.flat_losses()))))
 print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a.name for a in arms.all() if a.trained])))  # where trained seeds' misses go
 
 # %% [markdown]
@@ -511,7 +511,9 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # corrected for that. This run's check is printed with the grounding test. The variants are compared with
 # the main arm on the chapter's `n_seeds`, where both were trained.
 #
-# **Why can a seed settle on background?** The heads are per-cell MLPs on frozen tokens, and
+# **Why can a seed settle on background?** A seed of any arm, main or not, may end below its
+# floors with its points off every object; the seed-by-seed findings say which seeds of
+# which arms do in this run. The heads are per-cell MLPs on frozen tokens, and
 # the retrieval loss reads each word's best cell only. If the background tokens of an image
 # carry a phrase's content as well as its object's tokens do (a ViT's self-attention mixes
 # every patch with every other), a word's best cell can sit on background and retrieval is
@@ -530,7 +532,9 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # clustered by image, and they are recorded apart from the chapter's verdicts between trained
 # arms (`frozen_token_readings` in `ch1.json`), which each rest on at least three seeds.
 # For the trained heads, two diagnostics of a collapse are set beside every low seed of the
-# main arm ({func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
+# main arm and of its longer run, where there is one (a run with none says so and records the
+# diagnostics of every seed, `grounding_diagnostics` in `ch1.json`;
+# {func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
 # caption's word pairs whose maps peak on the same cell (the word-region similarity collapsed
 # onto one cell; the census reads the same measure on untrained heads) and the share of the
 # heads' hidden units that are never active on the test split (dead units).
@@ -726,10 +730,10 @@ print((other := msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("rec
 # be falling, and more periods might have helped it. An lr at either end of the grid is marked
 # too (an lr beyond it might have done better). The list below names the late arms, each with how much its
 # mean validation loss still fell over the last third of the budget (an arm with its own
-# budget, the budget check's, says so). A small late drop does not mean little is left to gain:
-# the main arm's loss fell by well under a percent over its last third, and four times the
-# budget still raised its pointing (the budget check above). The budget of `epochs` periods is
-# the most the book's time allows on a CPU.
+# budget, the budget check's, says so). How much a late drop leaves to gain is not read from
+# the curve: the budget check above trains the main arm four times as long on the same seeds
+# and says whether that raised its pointing. The budget of `epochs` periods is the most the
+# book's time allows on a CPU.
 
 # %%
 display(ma.selection_table(*selection_args, selections, period))
@@ -818,8 +822,8 @@ display(found_box("What we found", list(findings.values())))
 #
 # **Seed by seed**, against the random point and the same seed's caption-blind saliency:
 # {glue:md}`ch1-seeds`. Where the misses go: {glue:md}`ch1-off-objects`. The grounding test's
-# seeds of the main arm, read the same way: {glue:md}`ch1-grounding-seeds`. Why a seed can
-# settle on background, read from the frozen tokens: {glue:md}`ch1-why-background` The arms of
+# seeds of the main arm, read the same way: {glue:md}`ch1-grounding-seeds`. Why a seed of any
+# arm can settle on background, read from the frozen tokens: {glue:md}`ch1-why-background` The arms of
 # the centre-bias sweep (the bias-0 replicate's fresh seeds included) and the batch-size study,
 # against the caption-blind points of their test and each seed's own caption-blind saliency:
 # {glue:md}`ch1-other-seeds`.

@@ -165,7 +165,7 @@ def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share()
     assert [r["seed"] for r in rows] == [11] and rows[0]["off objects"] == 0.75
     assert rows[0]["floors"] == {"centre point": 0.3, "saliency": 0.5}
     assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
-    assert "the seeds above the floors 25%-25%" in text and "seed 11 settles on background" in text
+    assert "the seeds above the floors 25% off" in text and "seed 11 settles on background" in text
     assert rows[0]["settles on background"]
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
     assert "seed 11: not that far above, so no cause is read" in text and "settles on" not in text

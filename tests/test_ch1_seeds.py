@@ -105,8 +105,8 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [1.0] * 3 + [0.0] * 7])}
     found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
     assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
-           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%-0%; it settles on background)" in found[0]
-    assert "30% of its points off every object, its seeds above the floors 0%-0%; it settles on background)" in found[0]
+           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; it settles on background)" in found[0]
+    assert "30% of its points off every object, its seeds above the floors 0%; it settles on background)" in found[0]
     assert "settles on background" not in msd.seed_findings(scores, [0, 1, 2], ["main"], off=off, by=0.9)[0]
     reading = msd.off_object_reading(scores, off, ["main"])
     acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
@@ -116,3 +116,30 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     text = msd.off_object_sentence(reading)
     assert text.startswith(f"over the 3 trained seeds of the arms, a seed's pointing accuracy correlates at r = "
                            f"{np.corrcoef(acc, offs)[0, 1]:+.2f} with the share of its points off every object (0%-80%)")
+
+
+def test_a_seed_at_the_flat_loss_is_said_to_have_collapsed_and_one_below_it_is_not():
+    """The hardest-negative triplet's loss of heads that score every pair alike is alpha
+    (ArmSet.flat_losses); a named seed whose validation loss sits there learned no ranking."""
+    from dataclasses import replace
+
+    from fgclip.studies.maximage.arms import chapter_arms
+    from fgclip.studies.maximage.heads import TrainConfig
+
+    arms = chapter_arms(replace(TrainConfig(), margin=0.2))
+    assert arms.flat_losses() == {"triplet (hardest)": 0.2}  # exact for one negative per anchor, not for N-Pair
+    curves = [{"arm": "main", "lr": 1e-3, "chosen_periods": 1,
+               "seeds": {0: {"val": [0.05]}, 1: {"val": [0.201]}, 2: {"val": [0.12]}}}]
+    found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves, flat={"main": 0.2})[0]
+    seed1, seed2 = found.split("seed 2 (")
+    assert "its heads collapsed" in seed1 and "its heads collapsed" not in seed2  # 0.201 is at alpha, 0.12 is not
+    assert "its heads collapsed" not in msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves)[0]
+
+
+def test_a_range_of_one_value_is_printed_once():
+    assert msd.span([0.3, 0.3]) == "30%" and msd.span([0.11, 0.44]) == "11%-44%"
+    off = {"main": np.array([[0.0] * 10, [1.0] * 10, [1.0] * 10])}  # seed 0 is the only one above the floors
+    found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], off=off)[0]
+    assert "its seeds above the floors 0%;" in found and "0%-0%" not in found
+    none_up = msd.seed_findings(_scores([1, 1, 2]), [0, 1, 2], ["main"], off=off)[0]
+    assert "no seed of its arm above the floors" in none_up

@@ -75,6 +75,12 @@ class ArmSet(NamedTuple):
         return {self.shuffled.name: "its captions are dealt to the images at random: no grounding signal, by construction",
                 self.untrained.name: "its heads are never trained, by construction"}
 
+    def flat_losses(self) -> dict[str, float]:
+        """Arm name -> the validation loss of heads that score every pair alike, where it is
+        exact: alpha for a triplet loss that takes one negative per anchor (Eq. eq-triplet-loss
+        with S_ij = S_ii). N-Pair's (log B) moves with the same-text mask, so it is not given."""
+        return {a.name: a.cfg.margin for a in self.all() if a.trained and a.cfg.loss.startswith("triplet-")}
+
 
 def chapter_arms(base: TrainConfig) -> ArmSet:
     """N-Pair MaxImage (``base``) and its variants: the hardest-negative triplet, average

@@ -43,6 +43,19 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
     return out
 
 
+def span(shares: Sequence[float]) -> str:
+    """A range of shares as the findings print it: "30%" when it rounds to one value, else "11%-44%"."""
+    lo, hi = f"{min(shares):.0%}", f"{max(shares):.0%}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def at_flat_loss(loss: float, flat: float, tol: float = 0.05) -> bool:
+    """A seed's validation loss lies within ``tol`` (relative) of ``flat``, the loss of heads
+    that score every pair alike (:meth:`~fgclip.studies.maximage.arms.ArmSet.flat_losses`):
+    its heads rank a caption's own image no higher than the hardest other, on average."""
+    return abs(loss - flat) <= tol * abs(flat)
+
+
 def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
     """seed -> the validation loss at the arm's chosen period (the heads it evaluates), from
     :func:`~fgclip.studies.maximage.arms.train_selected`'s curve records ({} if none)."""
@@ -56,7 +69,8 @@ def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                   curves: Sequence[dict] = (), untrained: str = "untrained heads",
                   off: Mapping[str, np.ndarray] | None = None, own: Mapping[str, np.ndarray] | None = None,
-                  causes: Mapping[str, str] | None = None, by: float = 0.05) -> list[str]:
+                  causes: Mapping[str, str] | None = None, by: float = 0.05,
+                  flat: Mapping[str, float] | None = None) -> list[str]:
     """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
     seed with its accuracy, the floors it is below, the same seed's untrained heads, its
     validation loss beside the arm's other seeds' and, where ``off`` gives them (arm ->
@@ -64,8 +78,11 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     its points off every object beside the arm's other seeds'; or one sentence saying no seed is.
     ``own``: each arm's own saliency (:func:`below_floor`); ``causes``: arm -> a cause known by
     construction (a control), said after its name; each named seed is read by :func:`settles`
-    against its arm's seeds above the floors (``by``: the share margin)."""
+    against its arm's seeds above the floors (``by``: the share margin); ``flat``: arm -> the
+    loss of heads that score every pair alike, and a named seed whose validation loss sits
+    there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed)."""
     rows = below_floor(scores, seeds, arms, own=own)
+    flat = flat or {}
     own, causes = own or {}, causes or {}
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
@@ -84,12 +101,15 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 share = off[arm].mean(axis=1)  # (n_seeds,)
                 low = {x["seed"] for x in rows if x["arm"] == arm}
                 up = [float(share[k]) for k, s in enumerate(seeds) if s not in low]  # the arm's seeds above the floors
-                bits.append(f"{share[j]:.0%} of its points off every object, its seeds above the floors "
-                            + (f"{min(up):.0%}-{max(up):.0%}" if up else "none")
+                bits.append(f"{share[j]:.0%} of its points off every object, "
+                            + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors")
                             + ("; it settles on background" if settles(float(share[j]), up, by) else ""))
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
+            if r["seed"] in val and arm in flat and at_flat_loss(val[r["seed"]], flat[arm]):
+                bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
+                            f"({flat[arm]:.3f}), so they learned no ranking")
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
         note = ("" if arm not in causes else f" ({causes[arm]})") + (
             f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
@@ -161,14 +181,14 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         parts = []
         for n, x in diag.items():
             up = [float(v) for s, v in zip(seeds, x) if s not in low]
-            parts.append(f"{n} {r[n]:.0%}" + (f" (seeds above the floors {min(up):.0%}-{max(up):.0%})" if up else ""))
+            parts.append(f"{n} {r[n]:.0%}" + (f" (seeds above the floors {span(up)})" if up else ""))
         return "".join(f"; {p}" for p in parts)
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
                       + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + beside(r) + ")"
                       for r in rows)
-    others = f"the seeds above the floors {min(rest):.0%}-{max(rest):.0%}" if rest else "no seed above the floors"
+    others = f"the seeds above the floors {span(rest)}" if rest else "no seed above the floors"
     rest_val = [v for s, v in val.items() if s not in low]
     if rest_val:
         others += f" (validation loss {min(rest_val):.3f}-{max(rest_val):.3f})"
@@ -221,7 +241,7 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
         up = above(r)
         o["off objects"], o["settles on background"] = float(r["off objects"]), settles(float(r["off objects"]), up, by)
         return (head + f"; {o['off objects']:.0%} of its points off every object, its arm's seeds above the floors "
-                + (f"{min(up):.0%}-{max(up):.0%}" if up else "none") + ("; it settles on background" if o["settles on background"]
+                + (span(up) if up else "none") + ("; it settles on background" if o["settles on background"]
                                                                          else "; no cause read") + ")")
     named = "; ".join(said(r, o) for r, o in below)
     rule = (f" (a seed settles on background when at least {by * 100:.0f} percentage points more of its points are off every "

@@ -313,8 +313,8 @@ if is_toy:
 # contrastive loss plus a pull towards `toy-rn`'s image embedding of the same scene
 # ({mod}`fgclip.train.teacher`). On the 2-core CPU a ViT trained from scratch stays far
 # below the targets (the GPU sweep in `benchmarks/results/pretrain_sweep_vit.json`: shape
-# accuracy about 0.75 after 800k samples), while the ResNet meets most of them (the target
-# table above says which). The distillation (one cosine schedule over 14 epochs of 80,000
+# accuracy about 0.75 after 800k samples), while the ResNet meets its shape and R@1 targets
+# from scratch (the target table above says where it stands on the rest). The distillation (one cosine schedule over 14 epochs of 80,000
 # scenes, about 45 minutes in bf16 on a CPU with AMX, where `precision auto` picks it) is
 # what brings the ViT to its targets; an earlier run with half the scenes and fewer than half
 # the samples had stopped below them (the README gives both). The target table shows where

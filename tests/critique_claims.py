@@ -1,9 +1,18 @@
-"""What the critique-page tests of chapters 2 and 4 share: finding a claim's phrase on the page,
-every form in which a page may print a record's numbers, and the check of one claim."""
+"""What the critique-page tests of chapters 1, 2 and 4 share: finding a claim's phrase on the
+page, every form in which a page may print a record's numbers, the check of one claim, and the
+checkpoint record a page's stage note reads."""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Callable
+
+
+def checkpoint_test_record(model: str) -> dict:
+    """The held-out record the critique pages' stage notes read: the ``test`` block of
+    checkpoints/<model>.metrics.json."""
+    return json.loads((Path(__file__).resolve().parents[1] / "checkpoints" / f"{model}.metrics.json").read_text())["test"]
 
 
 def sentence_of(text: str, phrase: str) -> bool:

@@ -2,27 +2,23 @@
 toy-vit stands against the targets chapter 0 binds to it; the check reads the checkpoint's own
 held-out record (checkpoints/toy-vit.metrics.json) through the targets (STAGE_TARGETS), so a
 retrained checkpoint that moves across a target makes this test fail until the note is rewritten."""
-import json
 from pathlib import Path
 
+from critique_claims import checkpoint_test_record
 from fgclip.studies.stage_report import record_against_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _vit_record() -> dict:
-    return json.loads((ROOT / "checkpoints" / "toy-vit.metrics.json").read_text())["test"]
-
-
 def test_stage_note_matches_the_checkpoint_record():
     page = " ".join((ROOT / "book" / "ch1_critique.md").read_text().split())
-    note = record_against_targets("toy-vit", _vit_record())
+    note = record_against_targets("toy-vit", checkpoint_test_record("toy-vit"))
     assert note in page, f"book/ch1_critique.md does not say that toy-vit {note!r} (its checkpoint record)"
 
 
 def test_the_check_fails_when_the_record_moves_across_a_target():
     page = " ".join((ROOT / "book" / "ch1_critique.md").read_text().split())
-    test = _vit_record()
+    test = checkpoint_test_record("toy-vit")
     for moved in ({**test, "i2t_R@1": 0.5}, {**test, "zero_shot_shape_acc": 0.99, "i2t_R@1": 0.99},
                   {**test, "zero_shot_shape_acc": 0.5, "i2t_R@1": 0.5}):
         if record_against_targets("toy-vit", moved) != record_against_targets("toy-vit", test):

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from critique_claims import claim_check, printed_numbers, sentence_of
+from critique_claims import checkpoint_test_record, claim_check, printed_numbers, sentence_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "book" / "ch2_critique.md"
@@ -88,7 +88,7 @@ def _toy_vit_meets_targets(_rec: dict, test: dict | None = None) -> bool:
     the page's stage note (not a chapter-2 result)."""
     from fgclip.studies.stage_report import record_against_targets
     if test is None:
-        test = json.loads((ROOT / "checkpoints" / "toy-vit.metrics.json").read_text())["test"]
+        test = checkpoint_test_record("toy-vit")
     return record_against_targets("toy-vit", test) == TOY_VIT_NOTE
 
 
@@ -397,6 +397,6 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     assert not _under_powered(rec)
     rec["argmin_roles_by_type"]["relation"]["shape"] = 0.5
     assert "0.362" not in _numbers(rec)
-    test = json.loads((ROOT / "checkpoints" / "toy-vit.metrics.json").read_text())["test"]
+    test = checkpoint_test_record("toy-vit")
     for moved in ({**test, "i2t_R@1": 0.5}, {**test, "zero_shot_shape_acc": 0.5, "i2t_R@1": 0.5}):
         assert not _toy_vit_meets_targets(rec, moved)

@@ -82,8 +82,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     loss of heads that score every pair alike, and a named seed whose validation loss sits
     there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed)."""
     rows = below_floor(scores, seeds, arms, own=own)
-    flat = flat or {}
-    own, causes = own or {}, causes or {}
+    own, causes, flat = own or {}, causes or {}, flat or {}
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
     out = []
@@ -137,8 +136,8 @@ def off_object_sentence(reading: dict) -> str:
     c, rows = reading["correlation with accuracy"], reading["seeds"]
     off, other = [r["off objects"] for r in rows], [r["other object"] for r in rows]
     return (f"over the {reading['n']} trained seeds of the arms, a seed's pointing accuracy correlates at "
-            f"r = {c['off objects']:+.2f} with the share of its points off every object ({min(off):.0%}-{max(off):.0%}) "
-            f"and at r = {c['other object']:+.2f} with the share on another object ({min(other):.0%}-{max(other):.0%})")
+            f"r = {c['off objects']:+.2f} with the share of its points off every object ({span(off)}) "
+            f"and at r = {c['other object']:+.2f} with the share on another object ({span(other)})")
 
 
 def arm_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:

@@ -146,6 +146,7 @@ def test_centre_bias_sweep_and_its_verdicts():
     cross, test = mb.bias_verdicts(sweep, seed=0, margin=0.05, share_margin=0.05)
     assert [v.arms for v in cross] == [("trained at bias 0.5", "trained at bias 0.0")]
     assert test.test.arms == ("trained at bias 0.5", "trained at bias 0.0") and test.positive.claim == "planted centre prior"
+    assert test.positive.arms[0] == "trained at bias 0.5, re-centred a margin above bias 0.0"  # what the plant is made of
     assert test.negative.arms == ("bias 0, fresh seeds", "trained at bias 0.0") and test.negative.margin == 0.05
     with pytest.raises(ValueError, match="0.0"):
         mb.centre_bias_sweep([0.5], lambda b: (worlds[b], heads[b]), [0, 1], 0.05, "hull", "vector")

@@ -166,9 +166,13 @@ def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share()
     assert rows[0]["floors"] == {"centre point": 0.3, "saliency": 0.5}
     assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
     assert "the seeds above the floors 25% off" in text and "seed 11 settles on background" in text
-    assert rows[0]["settles on background"]
+    assert rows[0]["settles on background"] and rows[0]["cause"] == "the seed"
+    assert "an exception (the arm's other seeds clear centre point by +0.450 on average): its points settle on " \
+           "background (where it fails, not why))" in text
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
-    assert "seed 11: not that far above, so no cause is read" in text and "settles on" not in text
+    assert "): no mechanism read)" in text and "settles on" not in text
+    rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.8)})
+    assert [r["cause"] for r in rows] == ["the arm's setting"] * 3 and text.count("cause: the arm's setting") == 3
     # 50 points further off than the others: settles at a margin of 0.05, not at one of 0.6
     assert "settles on background" not in msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"c": centre}, by=0.6)[1]
     curves = [{"arm": "arm", "chosen_periods": 2, "seeds": {"10": {"val": [3.0, 2.0]}, "11": {"val": [3.0, 2.5]}}},
@@ -197,7 +201,7 @@ def test_a_detected_centre_prior_is_named_a_prior_not_a_merit():
     assert "**centre prior detected**" in text and "better**" not in text and "at least the margin" in text
 
 
-def test_table_seeds_below_a_floor_are_named_without_a_cause():
+def test_table_seeds_below_a_floor_without_an_arm_are_named_without_a_cause():
     import matplotlib
     matplotlib.use("Agg")
     from fgclip.studies.maximage import seeds as msd
@@ -208,7 +212,7 @@ def test_table_seeds_below_a_floor_are_named_without_a_cause():
     out, text = msd.records_below(rows, "bias {train_bias} seed {seed}", "model", {"centre point": "centre point",
                                                                                      "random point": 0.1})
     assert out == [{"seed of": "bias 0.0 seed 4", "value": 0.2, "floors": {"centre point": 0.3}}]
-    assert text.startswith("1 below a floor: bias 0.0 seed 4 (0.200, below centre point 0.300)") and "no cause" in text
+    assert text == "1 below a floor: bias 0.0 seed 4 (0.200, below centre point 0.300); where their points land was not read"
     assert msd.records_below(rows[1:], "{seed}", "model", {"c": "centre point"})[1] == "no seed is below c"
     rec = {"arm": "a", "lr": 0.1, "chosen_periods": 2, "seeds": {"0": {"val": [3.0, 2.0, 2.5]}, "7": {"val": [3.0, 2.9, 2.8]}}}
     fig = plot_seed_curves([rec], highlight=[7])
@@ -246,12 +250,18 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
              for s, p, o in ((0, 0.5, 0.2), (1, 0.03, 0.9), (2, 0.45, 0.25))]
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["seed of"] for r in rows] == ["B=8 seed 1"] and rows[0]["off objects"] == 0.9
-    assert "90% of its points off every object, its arm's seeds above the floors 20%-25%; it settles on background)" in text
+    assert "90% of its points off every object, its arm's seeds above the floors 20%-25%; an exception (the arm's other " \
+           "seeds clear centre point by +0.065 on average): its points settle on background (where it fails, not why))" in text
+    assert rows[0]["cause"] == "the seed"
     assert rows[0]["settles on background"] and "why it does is not established here" in text
     batch.append({"batch_size": 8, "seed": 3, "pointing": 0.3, "off objects": 0.1})  # low, yet less off than seed 0
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["settles on background"] for r in rows] == [True, False]  # read seed by seed, not all-or-nothing per arm
-    assert "B=8 seed 3 (0.300, below centre point 0.410; 10% of its points off every object, its arm's seeds above the floors 20%-25%; no cause read)" in text
+    assert [r["cause"] for r in rows] == ["the arm's setting"] * 2  # with seed 3, the arm no longer clears the floor
+    assert "B=8 seed 1 (0.030, below centre point 0.410; 90% of its points off every object, its arm's seeds above the " \
+           "floors 20%-25%; it settles on background; cause: the arm's setting, not the seed (the arm's other seeds clear " \
+           "centre point by +0.007 on average" in text
+    assert "B=8 seed 3 (0.300, below centre point 0.410; 10% of its points off every object, its arm's seeds above the floors 20%-25%; cause:" in text
 
 
 def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
@@ -318,4 +328,9 @@ def test_seeds_below_get_the_diagnostics_beside_the_seeds_above_the_floors():
     rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
                                           diagnostics={"word pairs on one cell": np.array([0.2, 0.9, 0.3])})
     assert rows[0]["word pairs on one cell"] == 0.9
-    assert "word pairs on one cell 90% (seeds above the floors 20%-30%))" in text
+    assert "word pairs on one cell 90% (seeds above the floors 20%-30%); an exception (the arm's other seeds clear " \
+           "centre point by +0.450 on average): word pairs on one cell 90%, beyond every seed above the floors)" in text
+    assert rows[0]["cause"] == "the seed"
+    _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
+                                       diagnostics={"word pairs on one cell": np.array([0.2, 0.33, 0.3])})
+    assert "): no mechanism read)" in text  # 3 points above the others is within the share margin: no mechanism

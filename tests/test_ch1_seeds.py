@@ -21,7 +21,10 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     assert [(r["seed"], len(r["floors"])) for r in rows] == [(1, 2), (2, 1)]  # 0.1 < 0.2 and 0.3; 0.2 < 0.3 only
     found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves)
     assert len(found) == 1 and found[0].startswith("main: seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300")
-    assert "its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100), seed 2 (0.200;" in found[0]
+    assert "its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100; an exception (the arm's" in found[0]
+    assert "seed 2 (0.200;" in found[0] and "no mechanism read" in found[0]
+    flat = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves, flat={"main": 2.9})[0]
+    assert "by +0.100 on average): its heads learned no ranking (above)), seed 2" in flat
 
 
 def test_an_arms_own_saliency_is_its_floor_and_a_known_cause_is_said():
@@ -105,8 +108,9 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [1.0] * 3 + [0.0] * 7])}
     found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
     assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
-           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; it settles on background)" in found[0]
-    assert "30% of its points off every object, its seeds above the floors 0%; it settles on background)" in found[0]
+           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; an exception" in found[0]
+    assert "30% of its points off every object, its seeds above the floors 0%; an exception" in found[0]
+    assert found[0].count("on average): its points settle on background (where it fails, not why)") == 2
     assert "settles on background" not in msd.seed_findings(scores, [0, 1, 2], ["main"], off=off, by=0.9)[0]
     reading = msd.off_object_reading(scores, off, ["main"])
     acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
@@ -143,3 +147,24 @@ def test_a_range_of_one_value_is_printed_once():
     assert "its seeds above the floors 0%;" in found and "0%-0%" not in found
     none_up = msd.seed_findings(_scores([1, 1, 2]), [0, 1, 2], ["main"], off=off)[0]
     assert "no seed of its arm above the floors" in none_up
+
+
+def test_a_seed_below_a_floor_its_arm_does_not_clear_is_the_arms_and_one_it_clears_is_an_exception():
+    acc, floor = [0.6, 0.1, 0.58, 0.55], [0.3, 0.3, 0.3, 0.3]  # the other seeds clear the floor by +0.277
+    r = msd.floor_cause(acc, {"f": floor}, 1, margin=0.05)
+    assert r["cause"] == "the seed" and r["floor"] == "f" and r["others over it"] == pytest.approx(0.2767, abs=1e-3)
+    assert msd.cause_clause(r, 0.05).startswith("an exception (the arm's other seeds clear f by +0.277")
+    at = msd.floor_cause([0.32, 0.1, 0.31, 0.28], {"f": floor}, 1, margin=0.05)  # the others sit at it: +0.003
+    assert at["cause"] == "the arm's setting" and "not the seed" in msd.cause_clause(at, 0.05)
+    assert msd.floor_cause([0.32, 0.1, 0.31, 0.28], {"f": floor}, 1, margin=0.001)["cause"] == "the seed"  # a margin it clears
+    two = msd.floor_cause([0.6, 0.1, 0.6], {"high": [0.59, 0.5, 0.62], "low": [0.3] * 3}, 1, margin=0.05)
+    assert two["floor"] == "high" and two["cause"] == "the arm's setting"  # the floor its arm clears least decides
+    assert msd.floor_cause([0.1], {"f": [0.3]}, 0, 0.05)["cause"] == "not read"
+    with pytest.raises(ValueError, match="below none"):
+        msd.floor_cause(acc, {"f": floor}, 0, 0.05)
+    found = msd.seed_findings(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05)[0]  # the arm sits at its floor
+    assert found.count("cause: the arm's setting, not the seed") == 2
+    rows = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05)
+    assert [r["cause"] for r in rows] == ["the arm's setting"] * 2
+    known = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05, causes={"main": "shuffled"})
+    assert [r["cause"] for r in known] == ["known: shuffled"] * 2

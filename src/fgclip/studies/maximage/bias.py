@@ -93,7 +93,7 @@ def centre_prior_falsification(biased: np.ndarray, zero: np.ndarray, planted: np
                                 unit="phrases", clusters=images, cluster_unit="images", seed=seed, margin=share_margin)
 
     return verdicts.falsify(cmp(f"trained at bias {top}", biased, "more argmaxes in the centre cells on the bias-0 test"),
-                            cmp("bias 0 + planted centre prior", planted, "planted centre prior"),
+                            cmp(f"trained at bias {top}, re-centred a margin above bias 0.0", planted, "planted centre prior"),
                             cmp("bias 0, fresh seeds", replicate, "the bias-0 arm against itself at fresh seeds"))
 
 

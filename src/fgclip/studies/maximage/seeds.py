@@ -7,6 +7,12 @@ or below the caption-blind saliency of the same seed. For each such seed the sen
 the same seed's untrained heads (how much its random initialisation already decides where
 its maps peak) and, where its curves were recorded, its last validation loss beside the
 arm's other seeds'.
+
+Every such seed gets a cause read by one rule (:func:`floor_cause`): either its arm as a whole
+does not clear the floor by the margin, so the seed is an ordinary draw of the arm and the cause
+is the arm's setting; or the arm's other seeds clear it and the seed is an exception, whose
+mechanism is read where one is measured (heads that learned no ranking; points that settle on
+background, which says where it fails, not why).
 """
 from __future__ import annotations
 
@@ -17,9 +23,12 @@ import numpy as np
 
 def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                 random: str = "random point", saliency: str = "caption-blind saliency",
-                own: Mapping[str, np.ndarray] | None = None) -> list[dict]:
+                own: Mapping[str, np.ndarray] | None = None, margin: float | None = None,
+                causes: Mapping[str, str] | None = None) -> list[dict]:
     """One record per (arm, seed) below a floor: {"arm", "seed", "accuracy", "random",
-    "saliency", "floors": the names of the floors it is below}. ``scores``: arm ->
+    "saliency", "floors": the names of the floors it is below}, and with ``margin`` its
+    :func:`floor_cause` ("cause", "cause floor", "others over it"; an arm in ``causes``, a control,
+    has its cause known by construction, recorded as "known: <reason>"). ``scores``: arm ->
     (n_seeds, n_kept) per-phrase hits, rows in the order of ``seeds``; ``own``: arm -> its own
     seeds' caption-blind saliency hits, the floor for that arm (else ``scores[saliency]``)."""
     own = own or {}
@@ -34,13 +43,48 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
     for a in arms:
         sal = (own[a] if a in own else scores[saliency]).mean(axis=1)
         name = f"its own {saliency}" if a in own else f"{saliency} of seed"
+        acc = scores[a].mean(axis=1)  # (n_seeds,)
         for j, s in enumerate(seeds):
-            x = float(scores[a][j].mean())
+            x = float(acc[j])
             floors = [n for n, f in ((random, rnd[j]), (f"{name} {s}" if a not in own else name, sal[j])) if x < f]
             if floors:
                 out.append({"arm": a, "seed": int(s), "accuracy": x, "random": float(rnd[j]),
                             "saliency": float(sal[j]), "floors": floors})
+                if margin is not None:
+                    c = floor_cause(acc, {random: rnd, name if a in own else f"the {saliency} of their seeds": sal}, j, margin)
+                    out[-1] |= {"cause": c["cause"], "cause floor": c["floor"], "others over it": c["others over it"]}
+                    if a in (causes or {}):
+                        out[-1]["cause"] = f"known: {causes[a]}"
     return out
+
+
+def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
+    """Whose is seed j's place below its floors, the arm's or its own? For each floor f it is
+    below (acc_j < f_j): the mean gap (1/|K|) sum_{k in K} (acc_k - f_k) over the arm's other
+    seeds K. The floor with the smallest gap decides: under ``margin``, the arm itself does not
+    clear it, and seed j is one draw of the arm ("the arm's setting"); at or above, seed j is an
+    exception among seeds that clear it ("the seed"); no other seed: "not read". ``acc`` and
+    every floor: one value per seed of the arm. Returns {"floor", "others over it", "cause"}."""
+    under = [n for n, f in floors.items() if acc[j] < f[j]]
+    if not under:
+        raise ValueError(f"floor_cause: seed {j} is below none of {list(floors)}")
+    gaps = {n: [float(acc[k] - floors[n][k]) for k in range(len(acc)) if k != j] for n in under}
+    if not gaps[under[0]]:
+        return {"floor": under[0], "others over it": None, "cause": "not read"}
+    floor = min(under, key=lambda n: float(np.mean(gaps[n])))
+    gap = float(np.mean(gaps[floor]))
+    return {"floor": floor, "others over it": gap, "cause": "the arm's setting" if gap < margin else "the seed"}
+
+
+def cause_clause(reading: Mapping, margin: float, mechanism: str = "") -> str:
+    """:func:`floor_cause` in words; ``mechanism``: what was measured of an exception's failure."""
+    if reading["cause"] == "not read":
+        return "its arm has no other seed, so the arm and the seed cannot be told apart"
+    said = f"the arm's other seeds clear {reading['floor']} by {reading['others over it']:+.3f} on average"
+    if reading["cause"] == "the arm's setting":
+        return (f"cause: the arm's setting, not the seed ({said}, less than the margin {margin}: "
+                "the arm does not clear this floor, and this seed is one draw of it)")
+    return f"an exception ({said}): " + (mechanism or "no mechanism read")
 
 
 def span(shares: Sequence[float]) -> str:
@@ -70,7 +114,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                   curves: Sequence[dict] = (), untrained: str = "untrained heads",
                   off: Mapping[str, np.ndarray] | None = None, own: Mapping[str, np.ndarray] | None = None,
                   causes: Mapping[str, str] | None = None, by: float = 0.05,
-                  flat: Mapping[str, float] | None = None) -> list[str]:
+                  flat: Mapping[str, float] | None = None, margin: float = 0.05) -> list[str]:
     """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
     seed with its accuracy, the floors it is below, the same seed's untrained heads, its
     validation loss beside the arm's other seeds' and, where ``off`` gives them (arm ->
@@ -80,9 +124,10 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     construction (a control), said after its name; each named seed is read by :func:`settles`
     against its arm's seeds above the floors (``by``: the share margin); ``flat``: arm -> the
     loss of heads that score every pair alike, and a named seed whose validation loss sits
-    there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed)."""
-    rows = below_floor(scores, seeds, arms, own=own)
+    there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed). Each
+    named seed ends with its cause (:func:`floor_cause` at ``margin``, :func:`cause_clause`)."""
     own, causes, flat = own or {}, causes or {}, flat or {}
+    rows = below_floor(scores, seeds, arms, own=own, margin=margin)
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
     out = []
@@ -91,6 +136,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
         parts = []
         for r in (r for r in rows if r["arm"] == arm):
             j = list(seeds).index(r["seed"])
+            mechanism = []
             bits = [f"{r['accuracy']:.3f}", "below " + " and ".join(
                 f"{f} at {r['random'] if f == 'random point' else r['saliency']:.3f}" for f in r["floors"])]
             if untrained in scores and arm != untrained:
@@ -102,13 +148,20 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 up = [float(share[k]) for k, s in enumerate(seeds) if s not in low]  # the arm's seeds above the floors
                 bits.append(f"{share[j]:.0%} of its points off every object, "
                             + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors")
-                            + ("; it settles on background" if settles(float(share[j]), up, by) else ""))
+                            + ("; it settles on background" if settles(float(share[j]), up, by)
+                               and (r["cause"] != "the seed" or arm in causes) else ""))  # an exception's cause says it
+                if settles(float(share[j]), up, by):
+                    mechanism.append("its points settle on background (where it fails, not why)")
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
             if r["seed"] in val and arm in flat and at_flat_loss(val[r["seed"]], flat[arm]):
                 bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
                             f"({flat[arm]:.3f}), so they learned no ranking")
+                mechanism.insert(0, "its heads learned no ranking (above)")
+            if arm not in causes:  # a control's cause is known by construction
+                bits.append(cause_clause({"cause": r["cause"], "floor": r["cause floor"], "others over it": r["others over it"]},
+                                         margin, "; ".join(mechanism)))
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
         note = ("" if arm not in causes else f" ({causes[arm]})") + (
             f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
@@ -147,8 +200,8 @@ def arm_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
 
 def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: np.ndarray,
                          floors: Mapping[str, np.ndarray], by: float = 0.05,
-                         curves: Sequence[dict] = (), diagnostics: Mapping[str, np.ndarray] | None = None
-                         ) -> tuple[list[dict], str]:
+                         curves: Sequence[dict] = (), diagnostics: Mapping[str, np.ndarray] | None = None,
+                         margin: float = 0.05) -> tuple[list[dict], str]:
     """Every seed of one ``arm`` ((n_seeds, n_kept) ``hits`` and ``off``-object flags) read
     against each floor in ``floors`` (name -> (n_seeds, n_kept) scores of the same seed: a
     caption-blind pointer repeated, or the seed's own saliency or untrained heads): one record
@@ -157,7 +210,9 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
     below are said to settle on background only if each is at least ``by`` further off every
     object than every seed above the floors (the rule of :func:`records_below`). ``diagnostics``:
     name -> (n_seeds,) shares per seed (e.g. word pairs peaking on one cell, dead hidden units),
-    each low seed's set beside the range of the seeds above the floors."""
+    each low seed's set beside the range of the seeds above the floors. Each named seed gets its
+    cause (:func:`floor_cause` at ``margin``); an exception's mechanism is a diagnostic at least
+    ``by`` above every seed above the floors, or its points settling on background."""
     acc, share = hits.mean(axis=1), off.mean(axis=1)
     means = {name: np.asarray(f, float).mean(axis=1) for name, f in floors.items()}
     if any(len(m) != len(seeds) for m in means.values()) or len(acc) != len(seeds):
@@ -182,26 +237,30 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
             up = [float(v) for s, v in zip(seeds, x) if s not in low]
             parts.append(f"{n} {r[n]:.0%}" + (f" (seeds above the floors {span(up)})" if up else ""))
         return "".join(f"; {p}" for p in parts)
+    for r in rows:
+        r["settles on background"] = settles(r["off objects"], rest, by)
+        j = list(seeds).index(r["seed"])
+        reading = floor_cause(acc, means, j, margin)
+        mechanism = [f"{n} {r[n]:.0%}, beyond every seed above the floors" for n, x in diag.items()
+                     if settles(r[n], [float(v) for s, v in zip(seeds, x) if s not in low], by)]
+        mechanism += ["its points settle on background (where it fails, not why)"] if r["settles on background"] else []
+        r |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
+              "cause said": cause_clause(reading, margin, "; ".join(mechanism))}
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
-                      + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + beside(r) + ")"
-                      for r in rows)
+                      + (f"; validation loss {r['validation loss']:.3f}" if "validation loss" in r else "") + beside(r)
+                      + f"; {r['cause said']})" for r in rows)
     others = f"the seeds above the floors {span(rest)}" if rest else "no seed above the floors"
     rest_val = [v for s, v in val.items() if s not in low]
     if rest_val:
         others += f" (validation loss {min(rest_val):.3f}-{max(rest_val):.3f})"
-    for r in rows:
-        r["settles on background"] = settles(r["off objects"], rest, by)
     on_bg = [str(r["seed"]) for r in rows if r["settles on background"]]
-    unread = [str(r["seed"]) for r in rows if not r["settles on background"]]
-    cause = "; ".join(([f"seed{'s' * (len(on_bg) > 1)} {', '.join(on_bg)} settle{'s' * (len(on_bg) == 1)} on background (at "
-                        f"least {by * 100:.0f} percentage points more of {'its' if len(on_bg) == 1 else 'their'} points off "
-                        "every object than any seed above the floors)"] if on_bg else [])
-                      + ([f"seed{'s' * (len(unread) > 1)} {', '.join(unread)}: not that far above, so no cause is read"]
-                         if unread else []))
+    where = (f"; seed{'s' * (len(on_bg) > 1)} {', '.join(on_bg)} settle{'s' * (len(on_bg) == 1)} on background (at "
+             f"least {by * 100:.0f} percentage points more of {'its' if len(on_bg) == 1 else 'their'} points off "
+             "every object than any seed above the floors)") if on_bg else ""
     return rows, (f"{len(rows)} of the {len(seeds)} seeds of {arm} below a floor: {named}; {others} off every "
-                  f"object; {cause}")
+                  f"object{where}")
 
 
 def settles(share: float, above: Sequence[float], by: float) -> bool:
@@ -212,13 +271,15 @@ def settles(share: float, above: Sequence[float], by: float) -> bool:
 
 
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
-                  group: str | None = None, by: float = 0.05) -> tuple[list[dict], str]:
+                  group: str | None = None, by: float = 0.05, margin: float = 0.05) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
     over a record's fields naming its arm and seed, ``group`` one naming its arm. Where the
     rows carry "off objects", each named seed's share is set beside those of its arm's seeds
-    above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin)."""
+    above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin).
+    With ``group``, each named seed gets its cause against its arm's seeds (:func:`floor_cause` at
+    ``margin``)."""
     below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
@@ -233,19 +294,34 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     def above(r: Mapping) -> list[float]:  # the off-object shares of r's arm's seeds above the floors
         return [float(o["off objects"]) for o in records if all(o is not x for x in low) and group.format(**o) == group.format(**r)]
 
+    def floor_of(r: Mapping, f: str | float) -> float:
+        return float(r[f] if isinstance(f, str) else f)
+
+    def cause(r: Mapping, o: dict) -> str:  # r's place below its floors against its arm's seeds
+        if group is None:
+            return ""
+        arm = [x for x in records if group.format(**x) == group.format(**r)]
+        j = next(k for k, x in enumerate(arm) if x is r)
+        reading = floor_cause([float(x[value]) for x in arm], {n: [floor_of(x, f) for x in arm] for n, f in floors.items()},
+                              j, margin)
+        o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"]}
+        return "; " + cause_clause(reading, margin, "its points settle on background (where it fails, not why)"
+                                   if o.get("settles on background") else "")
+
     def said(r: Mapping, o: dict) -> str:
         head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())
         if not read:
-            return head + ")"
+            return head + cause(r, o) + ")"
         up = above(r)
         o["off objects"], o["settles on background"] = float(r["off objects"]), settles(float(r["off objects"]), up, by)
+        why = cause(r, o)
         return (head + f"; {o['off objects']:.0%} of its points off every object, its arm's seeds above the floors "
                 + (span(up) if up else "none") + ("; it settles on background" if o["settles on background"]
-                                                                         else "; no cause read") + ")")
+                                                   and o.get("cause") != "the seed" else "") + why + ")")  # an exception's cause says it
     named = "; ".join(said(r, o) for r, o in below)
     rule = (f" (a seed settles on background when at least {by * 100:.0f} percentage points more of its points are off every "
             "object than of any seed of its arm above the floors; why it does is not established here)" if read else
-            "; where their points land was not read, so no cause is given for them")
+            "; where their points land was not read")
     return [o for _, o in below], f"{len(below)} below a floor: {named}{rule}"
 
 
@@ -266,17 +342,17 @@ def _floors_in(rows: Sequence[Mapping], floors: Mapping[str, str | float]) -> di
 
 
 def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: float, random: float,
-                         by: float = 0.05) -> tuple[list[dict], str]:
+                         by: float = 0.05, margin: float = 0.05) -> tuple[list[dict], str]:
     """:func:`records_below` over the centre-bias sweeps' rows (:func:`sweep_rows`: the chapter
     seeds and the bias-0 replicate's, each against the centre point of its own world and its own
     caption-blind saliency; the dot-score sweep labelled as such) and the batch-size rows
     (against the chapter test's centre and random points and each seed's own saliency): every
     such seed below a floor, and one sentence; ``by``: how much further off every object a named
-    seed must be to be read as settling on background."""
+    seed must be to be read as settling on background; ``margin``: :func:`floor_cause`'s."""
     rows = [*sweep_rows(sweep), *sweep_rows(dot_sweep, ", dot score")]
     own = "its own caption-blind saliency"
     bias, bias_text = records_below(rows, "{arm} seed {seed}", "model", _floors_in(rows, {
-        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by)
+        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin)
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing", _floors_in(batch, {
-        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by)
+        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

@@ -457,18 +457,21 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 # any seed of its arm above the floors, one rule for every reading.
 #
 # **Whose fault is a low seed?** Each named seed ends with a cause, read by one rule
-# ({func}`fgclip.studies.maximage.seeds.floor_cause`). Take the floor it is below and the
-# arm's *other* seeds' mean gap above that floor, $\bar g_{-j} = \frac{1}{|K|}\sum_{k \in K}
-# (\text{acc}_k - f_k)$ over the seeds $K$ other than $j$ (where it is below several floors,
-# the one its arm clears least). If $\bar g_{-j}$ is under `margin`, the arm as a whole does not
-# clear that floor, so the seed is one draw of the arm and the **cause is the arm's setting**
-# (what the arm changes from the main arm), not the seed. Otherwise the seed is an
-# **exception**, and its mechanism is read where one is measured: heads that learned no
-# ranking (a validation loss at the value of heads that score every pair alike), word maps
-# collapsed onto one cell or dead units (beyond every seed above the floors by `share_margin`,
-# where those diagnostics are read), or points that settle on background, which says where the
-# seed fails, not why. An exception with none of these is said to have no mechanism read. A
-# control's cause is known by construction and said instead.
+# ({func}`fgclip.studies.maximage.seeds.floor_cause`) from the gaps $g_k = \text{acc}_k - f_k$
+# of every seed $k$ of its arm to each floor $f$ the seed $j$ is below. It is an **outlier** when
+# $g_j < \min_{k \neq j} g_k - $ `margin` for one of those floors: at least a margin further
+# below it than every other seed of its arm. An outlier's mechanism is read where one is
+# measured: heads that learned no ranking (a validation loss at the value of heads that score
+# every pair alike), word maps collapsed onto one cell or dead units (beyond every seed above
+# the floors by `share_margin`, where those diagnostics are read), or points that settle on
+# background, which says where the seed fails, not why; with none of these, no mechanism is
+# read. A seed that is not an outlier is read against its arm: if the other seeds clear the
+# floor by less than `margin` on average, the cause is **the arm as trained** (what the arm
+# changes from the main arm, together with how its selection went: an lr at the grid's edge or
+# a loss still falling at the budget is said with it, since design and training cannot then be
+# told apart); if they clear it by more, the cause is **the arm's seed-to-seed spread**, which
+# reaches below the floor. A control is read by the same rule; what its construction removes is
+# said with its name.
 
 # %%
 test, keep, CC = data.test, ev.evaluated(data.test, min_box_area, area_rule), f"{arms.main.name}, cell-centre rule"
@@ -484,7 +487,7 @@ if model.startswith("toy"):  # a real open_clip model at random init would take 
     rand_heads = ma.train_logged(ma.Arm(RI := "random-init CLIP + trained heads", base), rand, grid, seeds, period, selections, curves)
     scores[RI], off[RI], own_sal[RI] = ev.arm_points_read(rand_heads, rand.test, keep, parse, saliency=True)  # its other floors are the pretrained CLIP's
 display(seed_table(ev.seed_frame(scores, seeds, strata), ["arm"], list(strata)), Markdown("\n\n".join(seed_notes := msd.seed_findings(
-    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves, off=off, own=own_sal, causes=arms.known_causes(), by=share_margin, flat=arms.flat_losses(), margin=margin))))
+    scores, seeds, seed_arms := [a.name for a in arms.all()] + [a for a in ["random-init CLIP + trained heads"] if a in scores], curves, off=off, own=own_sal, causes=arms.known_causes(), by=share_margin, flat=arms.flat_losses(), margin=margin, caveats=ma.selection_caveats(selections)))))
 print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a.name for a in arms.all() if a.trained])))  # where trained seeds' misses go
 
 # %% [markdown]
@@ -734,7 +737,7 @@ bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
 print((other := msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("records"), float(scores["centre point"].mean()),
-                                         float(scores["random point"].mean()), share_margin, margin))[1])  # every seed of these arms below a floor
+                                         float(scores["random point"].mean()), share_margin, margin, ma.selection_caveats(selections), OS))[1])  # every seed of these arms below a floor
 
 # %% [markdown]
 # ## How every arm was chosen

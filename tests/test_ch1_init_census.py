@@ -166,13 +166,15 @@ def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share()
     assert rows[0]["floors"] == {"centre point": 0.3, "saliency": 0.5}
     assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
     assert "the seeds above the floors 25% off" in text and "seed 11 settles on background" in text
-    assert rows[0]["settles on background"] and rows[0]["cause"] == "the seed"
-    assert "an exception (the arm's other seeds clear centre point by +0.450 on average): its points settle on " \
-           "background (where it fails, not why))" in text
+    assert rows[0]["settles on background"] and rows[0]["cause"] == "outlier"
+    assert "an outlier (at least the margin 0.05 further below centre point than every other seed of its arm; its arm's " \
+           "other seeds clear centre point by +0.450 on average (+0.450 to +0.450)): its points settle on background " \
+           "(why is not read))" in text
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
     assert "): no mechanism read)" in text and "settles on" not in text
     rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.8)})
-    assert [r["cause"] for r in rows] == ["the arm's setting"] * 3 and text.count("cause: the arm's setting") == 3
+    assert [r["cause"] for r in rows] == ["the arm as trained", "outlier", "the arm as trained"]
+    assert text.count("cause: the arm as trained, not the seed") == 2
     # 50 points further off than the others: settles at a margin of 0.05, not at one of 0.6
     assert "settles on background" not in msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"c": centre}, by=0.6)[1]
     curves = [{"arm": "arm", "chosen_periods": 2, "seeds": {"10": {"val": [3.0, 2.0]}, "11": {"val": [3.0, 2.5]}}},
@@ -250,18 +252,21 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
              for s, p, o in ((0, 0.5, 0.2), (1, 0.03, 0.9), (2, 0.45, 0.25))]
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["seed of"] for r in rows] == ["B=8 seed 1"] and rows[0]["off objects"] == 0.9
-    assert "90% of its points off every object, its arm's seeds above the floors 20%-25%; an exception (the arm's other " \
-           "seeds clear centre point by +0.065 on average): its points settle on background (where it fails, not why))" in text
-    assert rows[0]["cause"] == "the seed"
+    assert "90% of its points off every object, its arm's seeds above the floors 20%-25%; an outlier (at least the margin " \
+           "0.05 further below centre point than every other seed of its arm; its arm's other seeds clear centre point by " \
+           "+0.065 on average (+0.040 to +0.090)): its points settle on background (why is not read))" in text
+    assert rows[0]["cause"] == "outlier"
     assert rows[0]["settles on background"] and "why it does is not established here" in text
     batch.append({"batch_size": 8, "seed": 3, "pointing": 0.3, "off objects": 0.1})  # low, yet less off than seed 0
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["settles on background"] for r in rows] == [True, False]  # read seed by seed, not all-or-nothing per arm
-    assert [r["cause"] for r in rows] == ["the arm's setting"] * 2  # with seed 3, the arm no longer clears the floor
-    assert "B=8 seed 1 (0.030, below centre point 0.410; 90% of its points off every object, its arm's seeds above the " \
-           "floors 20%-25%; it settles on background; cause: the arm's setting, not the seed (the arm's other seeds clear " \
-           "centre point by +0.007 on average" in text
-    assert "B=8 seed 3 (0.300, below centre point 0.410; 10% of its points off every object, its arm's seeds above the floors 20%-25%; cause:" in text
+    assert [r["cause"] for r in rows] == ["outlier", "the arm as trained"]  # seed 1 stays an outlier; seed 3 is its arm's
+    rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}",
+                                   caveats={"B=8": "lr at the grid's smallest end"})
+    assert "B=8 seed 3 (0.300, below centre point 0.410; 10% of its points off every object, its arm's seeds above the " \
+           "floors 20%-25%; cause: the arm as trained, not the seed (its arm's other seeds clear centre point by -0.083 on " \
+           "average (-0.380 to +0.090), less than the margin 0.05, and this seed is not a margin below all of them; the " \
+           "arm's selection: lr at the grid's smallest end, so its design and its training cannot be told apart here))" in text
 
 
 def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
@@ -328,9 +333,24 @@ def test_seeds_below_get_the_diagnostics_beside_the_seeds_above_the_floors():
     rows, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
                                           diagnostics={"word pairs on one cell": np.array([0.2, 0.9, 0.3])})
     assert rows[0]["word pairs on one cell"] == 0.9
-    assert "word pairs on one cell 90% (seeds above the floors 20%-30%); an exception (the arm's other seeds clear " \
-           "centre point by +0.450 on average): word pairs on one cell 90%, beyond every seed above the floors)" in text
-    assert rows[0]["cause"] == "the seed"
+    assert "word pairs on one cell 90% (seeds above the floors 20%-30%); an outlier" in text
+    assert "(+0.450 to +0.450)): word pairs on one cell 90%, beyond every seed above the floors)" in text
+    assert rows[0]["cause"] == "outlier"
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
                                        diagnostics={"word pairs on one cell": np.array([0.2, 0.33, 0.3])})
     assert "): no mechanism read)" in text  # 3 points above the others is within the share margin: no mechanism
+
+
+def test_bias_and_batch_seeds_carry_their_selections_caveats():
+    from fgclip.studies.maximage import seeds as msd
+
+    import pandas as pd
+    from fgclip.studies.maximage.bias import BiasSweep
+
+    def sweep_of(rows):
+        return BiasSweep(pd.DataFrame(rows), {}, {}, None, None, [], None, None)
+    rows = [{"train_bias": 0.9, "seed": s, "model": m, "centre point": 0.6} for s, m in ((0, 0.55), (1, 0.57), (2, 0.58))]
+    caveats = {"trained at bias 0.9": "lr at the grid's largest end", "N-Pair, dot score, trained at bias 0.9": "dot's caveat"}
+    _, text = msd.bias_and_batch_below(sweep_of(rows), sweep_of(rows), [], 0.41, 0.1, caveats=caveats)
+    assert text.count("the arm's selection: lr at the grid's largest end") == 3  # the cosine sweep's three seeds
+    assert text.count("the arm's selection: dot's caveat") == 3  # the dot sweep's, found under its own selection name

@@ -21,10 +21,13 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     assert [(r["seed"], len(r["floors"])) for r in rows] == [(1, 2), (2, 1)]  # 0.1 < 0.2 and 0.3; 0.2 < 0.3 only
     found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves)
     assert len(found) == 1 and found[0].startswith("main: seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300")
-    assert "its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100; an exception (the arm's" in found[0]
-    assert "seed 2 (0.200;" in found[0] and "no mechanism read" in found[0]
+    assert ("its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100; an outlier (at least the margin 0.05 "
+            "further below random point than every other seed of its arm; its arm's other seeds clear random point by +0.200 "
+            "on average (+0.000 to +0.400)): no mechanism read), seed 2 (0.200;") in found[0]
+    assert found[0].endswith("cause: the arm's seed-to-seed spread (its arm's other seeds clear the caption-blind saliency of "
+                             "their seeds by +0.050 on average (-0.200 to +0.300); this seed is not a margin below all of them))")
     flat = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves, flat={"main": 2.9})[0]
-    assert "by +0.100 on average): its heads learned no ranking (above)), seed 2" in flat
+    assert "(+0.000 to +0.400)): its heads learned no ranking (above)), seed 2" in flat
 
 
 def test_an_arms_own_saliency_is_its_floor_and_a_known_cause_is_said():
@@ -108,9 +111,9 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [1.0] * 3 + [0.0] * 7])}
     found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
     assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
-           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; an exception" in found[0]
-    assert "30% of its points off every object, its seeds above the floors 0%; an exception" in found[0]
-    assert found[0].count("on average): its points settle on background (where it fails, not why)") == 2
+           "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; an outlier" in found[0]
+    assert "(+0.000 to +0.400)): its points settle on background (why is not read)), seed 2" in found[0]
+    assert found[0].endswith("all of them); where it fails: its points settle on background (why is not read))")
     assert "settles on background" not in msd.seed_findings(scores, [0, 1, 2], ["main"], off=off, by=0.9)[0]
     reading = msd.off_object_reading(scores, off, ["main"])
     acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
@@ -149,22 +152,27 @@ def test_a_range_of_one_value_is_printed_once():
     assert "no seed of its arm above the floors" in none_up
 
 
-def test_a_seed_below_a_floor_its_arm_does_not_clear_is_the_arms_and_one_it_clears_is_an_exception():
-    acc, floor = [0.6, 0.1, 0.58, 0.55], [0.3, 0.3, 0.3, 0.3]  # the other seeds clear the floor by +0.277
-    r = msd.floor_cause(acc, {"f": floor}, 1, margin=0.05)
-    assert r["cause"] == "the seed" and r["floor"] == "f" and r["others over it"] == pytest.approx(0.2767, abs=1e-3)
-    assert msd.cause_clause(r, 0.05).startswith("an exception (the arm's other seeds clear f by +0.277")
-    at = msd.floor_cause([0.32, 0.1, 0.31, 0.28], {"f": floor}, 1, margin=0.05)  # the others sit at it: +0.003
-    assert at["cause"] == "the arm's setting" and "not the seed" in msd.cause_clause(at, 0.05)
-    assert msd.floor_cause([0.32, 0.1, 0.31, 0.28], {"f": floor}, 1, margin=0.001)["cause"] == "the seed"  # a margin it clears
-    two = msd.floor_cause([0.6, 0.1, 0.6], {"high": [0.59, 0.5, 0.62], "low": [0.3] * 3}, 1, margin=0.05)
-    assert two["floor"] == "high" and two["cause"] == "the arm's setting"  # the floor its arm clears least decides
+def test_a_seed_a_margin_below_every_other_is_an_outlier_and_otherwise_its_arm_is_read():
+    floor = [0.3] * 5
+    out = msd.floor_cause([0.32, 0.1, 0.31, 0.28, 0.33], {"f": floor}, 1, margin=0.05)  # 0.1 among 0.28-0.33
+    assert out["cause"] == "outlier" and out["others range"] == pytest.approx([-0.02, 0.03])
+    assert msd.cause_clause(out, 0.05, "m").startswith("an outlier (at least the margin 0.05 further below f than every other")
+    assert msd.cause_clause(out, 0.05, "m").endswith("(-0.020 to +0.030)): m")
+    ref = msd.floor_cause([0.6, 0.61, 0.62, 0.6, 0.1], {"f": [0.575] * 5}, 4, margin=0.05)  # four of five clear it
+    assert ref["cause"] == "outlier"
+    arm = msd.floor_cause([0.32, 0.27, 0.31, 0.28, 0.26], {"f": floor}, 1, margin=0.05)  # the arm sits at its floor
+    assert arm["cause"] == "the arm as trained" and arm["others over it"] == pytest.approx(-0.0075)
+    said = msd.cause_clause(arm, 0.05, caveat="lr at the grid's largest end")
+    assert "less than the margin 0.05" in said and "the arm's selection: lr at the grid's largest end" in said
+    assert "does not clear" not in said  # a positive mean gap under the margin is still a gap: said as "less than"
+    spread = msd.floor_cause([0.5, 0.27, 0.45, 0.28, 0.4], {"f": floor}, 1, margin=0.05)  # the arm clears it; 0.27 is in its spread
+    assert spread["cause"] == "the arm's spread" and "seed-to-seed spread" in msd.cause_clause(spread, 0.05)
+    two = msd.floor_cause([0.6, 0.55, 0.6], {"high": [0.59, 0.58, 0.62], "low": [0.3, 0.56, 0.3]}, 1, margin=0.05)
+    assert two["floor"] == "low" and two["cause"] == "outlier"  # an outlier against any floor it is below is one
+    both = msd.floor_cause([0.6, 0.5, 0.58], {"high": [0.59, 0.52, 0.6], "low": [0.6, 0.51, 0.46]}, 1, margin=0.05)
+    assert both["floor"] == "low" and both["cause"] == "the arm's spread"  # the floor its arm clears most decides
     assert msd.floor_cause([0.1], {"f": [0.3]}, 0, 0.05)["cause"] == "not read"
     with pytest.raises(ValueError, match="below none"):
-        msd.floor_cause(acc, {"f": floor}, 0, 0.05)
-    found = msd.seed_findings(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05)[0]  # the arm sits at its floor
-    assert found.count("cause: the arm's setting, not the seed") == 2
-    rows = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05)
-    assert [r["cause"] for r in rows] == ["the arm's setting"] * 2
-    known = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05, causes={"main": "shuffled"})
-    assert [r["cause"] for r in known] == ["known: shuffled"] * 2
+        msd.floor_cause([0.32, 0.1], {"f": [0.3, 0.3]}, 0, 0.05)
+    rows = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05, causes={"main": "shuffled"})
+    assert [(r["cause"], r["known"]) for r in rows] == [("outlier", "shuffled"), ("the arm as trained", "shuffled")]

@@ -271,6 +271,12 @@ def selection_table(parse: str, val_acc: dict[str, float], n_val_images: int, ba
         columns=["hyperparameter", "candidates", "chosen", "criterion", "split"])
 
 
+def selection_caveats(selections: Sequence[Selection | None]) -> dict[str, str]:
+    """Arm name -> what to doubt of its selection, in words (:meth:`Selection.caveat` without
+    its brackets: not converged within the budget, lr at an end of the grid); "" when nothing."""
+    return {s.arm: s.caveat().strip()[1:-1] if s.caveat() else "" for s in selections if s}
+
+
 def convergence_sentence(selections: Sequence[Selection | None], budget: int) -> str:
     """The arms whose best period lies within the budget's last P (the selection's patience, a
     quarter of the budget), each with how much its mean validation

@@ -8,11 +8,12 @@ the same seed's untrained heads (how much its random initialisation already deci
 its maps peak) and, where its curves were recorded, its last validation loss beside the
 arm's other seeds'.
 
-Every such seed gets a cause read by one rule (:func:`floor_cause`): either its arm as a whole
-does not clear the floor by the margin, so the seed is an ordinary draw of the arm and the cause
-is the arm's setting; or the arm's other seeds clear it and the seed is an exception, whose
-mechanism is read where one is measured (heads that learned no ranking; points that settle on
-background, which says where it fails, not why).
+Every such seed gets a cause read by one rule (:func:`floor_cause`): an outlier (a margin
+further below the floor than every other seed of its arm), whose mechanism is read where one is
+measured (heads that learned no ranking, word maps on one cell, dead units; points that settle
+on background say where it fails, not why); or, not an outlier, the arm as
+trained (its seeds clear the floor by less than the margin on average; its selection caveats are
+said with it) or the arm's seed-to-seed spread (they clear it on average).
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
                 causes: Mapping[str, str] | None = None) -> list[dict]:
     """One record per (arm, seed) below a floor: {"arm", "seed", "accuracy", "random",
     "saliency", "floors": the names of the floors it is below}, and with ``margin`` its
-    :func:`floor_cause` ("cause", "cause floor", "others over it"; an arm in ``causes``, a control,
-    has its cause known by construction, recorded as "known: <reason>"). ``scores``: arm ->
+    :func:`floor_cause` ("cause", "cause floor", "others over it", "others range"; an arm in
+    ``causes``, a control, adds "known": what its construction removes). ``scores``: arm ->
     (n_seeds, n_kept) per-phrase hits, rows in the order of ``seeds``; ``own``: arm -> its own
     seeds' caption-blind saliency hits, the floor for that arm (else ``scores[saliency]``)."""
     own = own or {}
@@ -52,39 +53,56 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
                             "saliency": float(sal[j]), "floors": floors})
                 if margin is not None:
                     c = floor_cause(acc, {random: rnd, name if a in own else f"the {saliency} of their seeds": sal}, j, margin)
-                    out[-1] |= {"cause": c["cause"], "cause floor": c["floor"], "others over it": c["others over it"]}
-                    if a in (causes or {}):
-                        out[-1]["cause"] = f"known: {causes[a]}"
+                    out[-1] |= {"cause": c["cause"], "cause floor": c["floor"], "others over it": c["others over it"],
+                                "others range": c["others range"], **({"known": causes[a]} if a in (causes or {}) else {})}
     return out
 
 
 def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
-    """Whose is seed j's place below its floors, the arm's or its own? For each floor f it is
-    below (acc_j < f_j): the mean gap (1/|K|) sum_{k in K} (acc_k - f_k) over the arm's other
-    seeds K. The floor with the smallest gap decides: under ``margin``, the arm itself does not
-    clear it, and seed j is one draw of the arm ("the arm's setting"); at or above, seed j is an
-    exception among seeds that clear it ("the seed"); no other seed: "not read". ``acc`` and
-    every floor: one value per seed of the arm. Returns {"floor", "others over it", "cause"}."""
+    """Whose is seed j's place below its floors, the arm's or its own? With the gaps
+    g_k^f = acc_k - f_k of every seed k of the arm to each floor f that seed j is below:
+
+    * "outlier": for some such f, g_j^f < min_{k != j} g_k^f - margin (a margin further below
+      it than every other seed of the arm): the seed's own failure, whose mechanism is read apart;
+    * "the arm as trained": else, if for every such f the other seeds' mean gap is under
+      ``margin``: the arm clears that floor by less than the margin, and seed j is not an outlier;
+    * "the arm's spread": else: the arm clears the floor by the margin on average, and its
+      seed-to-seed spread reaches below it (seed j is not an outlier);
+    * "not read": no other seed.
+
+    ``acc`` and every floor: one value per seed of the arm. Returns {"cause", "floor" (the floor
+    that decided), "others over it" (the other seeds' mean gap to it), "others range"}."""
     under = [n for n, f in floors.items() if acc[j] < f[j]]
     if not under:
         raise ValueError(f"floor_cause: seed {j} is below none of {list(floors)}")
     gaps = {n: [float(acc[k] - floors[n][k]) for k in range(len(acc)) if k != j] for n in under}
     if not gaps[under[0]]:
-        return {"floor": under[0], "others over it": None, "cause": "not read"}
-    floor = min(under, key=lambda n: float(np.mean(gaps[n])))
-    gap = float(np.mean(gaps[floor]))
-    return {"floor": floor, "others over it": gap, "cause": "the arm's setting" if gap < margin else "the seed"}
+        return {"cause": "not read", "floor": under[0], "others over it": None, "others range": None}
+    own = {n: float(acc[j] - floors[n][j]) for n in under}
+    out = [n for n in under if own[n] < min(gaps[n]) - margin]
+    floor = out[0] if out else max(under, key=lambda n: float(np.mean(gaps[n])))  # the strictest reading of the arm
+    mean = float(np.mean(gaps[floor]))
+    cause = "outlier" if out else "the arm as trained" if mean < margin else "the arm's spread"
+    return {"cause": cause, "floor": floor, "others over it": mean, "others range": [min(gaps[floor]), max(gaps[floor])]}
 
 
-def cause_clause(reading: Mapping, margin: float, mechanism: str = "") -> str:
-    """:func:`floor_cause` in words; ``mechanism``: what was measured of an exception's failure."""
+def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: str = "") -> str:
+    """:func:`floor_cause` in words; ``mechanism``: what was measured of the seed's failure (an
+    outlier's, or where the spread puts it); ``caveat``: the arm's selection caveat
+    (:meth:`~fgclip.train.selection.Selection.caveat`), said where the arm is the cause."""
     if reading["cause"] == "not read":
         return "its arm has no other seed, so the arm and the seed cannot be told apart"
-    said = f"the arm's other seeds clear {reading['floor']} by {reading['others over it']:+.3f} on average"
-    if reading["cause"] == "the arm's setting":
-        return (f"cause: the arm's setting, not the seed ({said}, less than the margin {margin}: "
-                "the arm does not clear this floor, and this seed is one draw of it)")
-    return f"an exception ({said}): " + (mechanism or "no mechanism read")
+    lo, hi = reading["others range"]
+    said = f"its arm's other seeds clear {reading['floor']} by {reading['others over it']:+.3f} on average ({lo:+.3f} to {hi:+.3f})"
+    if reading["cause"] == "outlier":
+        return (f"an outlier (at least the margin {margin} further below {reading['floor']} than every other seed of its arm; "
+                f"{said}): " + (mechanism or "no mechanism read"))
+    where = f"; where it fails: {mechanism}" if mechanism else ""
+    if reading["cause"] == "the arm as trained":
+        return (f"cause: the arm as trained, not the seed ({said}, less than the margin {margin}, and this seed is not a "
+                f"margin below all of them" + (f"; the arm's selection: {caveat}, so its design and its training "
+                                               "cannot be told apart here" if caveat else "") + f"){where}")
+    return f"cause: the arm's seed-to-seed spread ({said}; this seed is not a margin below all of them){where}"
 
 
 def span(shares: Sequence[float]) -> str:
@@ -114,7 +132,8 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                   curves: Sequence[dict] = (), untrained: str = "untrained heads",
                   off: Mapping[str, np.ndarray] | None = None, own: Mapping[str, np.ndarray] | None = None,
                   causes: Mapping[str, str] | None = None, by: float = 0.05,
-                  flat: Mapping[str, float] | None = None, margin: float = 0.05) -> list[str]:
+                  flat: Mapping[str, float] | None = None, margin: float = 0.05,
+                  caveats: Mapping[str, str] | None = None) -> list[str]:
     """One sentence per arm with a seed below a floor (:func:`below_floor`), naming each such
     seed with its accuracy, the floors it is below, the same seed's untrained heads, its
     validation loss beside the arm's other seeds' and, where ``off`` gives them (arm ->
@@ -125,8 +144,9 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     against its arm's seeds above the floors (``by``: the share margin); ``flat``: arm -> the
     loss of heads that score every pair alike, and a named seed whose validation loss sits
     there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed). Each
-    named seed ends with its cause (:func:`floor_cause` at ``margin``, :func:`cause_clause`)."""
-    own, causes, flat = own or {}, causes or {}, flat or {}
+    named seed ends with its cause (:func:`floor_cause` at ``margin``, :func:`cause_clause`, with
+    ``caveats``: arm -> its selection caveat)."""
+    own, causes, flat, caveats = own or {}, causes or {}, flat or {}, caveats or {}
     rows = below_floor(scores, seeds, arms, own=own, margin=margin)
     if not rows:
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
@@ -147,11 +167,9 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 low = {x["seed"] for x in rows if x["arm"] == arm}
                 up = [float(share[k]) for k, s in enumerate(seeds) if s not in low]  # the arm's seeds above the floors
                 bits.append(f"{share[j]:.0%} of its points off every object, "
-                            + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors")
-                            + ("; it settles on background" if settles(float(share[j]), up, by)
-                               and (r["cause"] != "the seed" or arm in causes) else ""))  # an exception's cause says it
+                            + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors"))
                 if settles(float(share[j]), up, by):
-                    mechanism.append("its points settle on background (where it fails, not why)")
+                    mechanism.append("its points settle on background (why is not read)")
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
@@ -159,9 +177,8 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
                             f"({flat[arm]:.3f}), so they learned no ranking")
                 mechanism.insert(0, "its heads learned no ranking (above)")
-            if arm not in causes:  # a control's cause is known by construction
-                bits.append(cause_clause({"cause": r["cause"], "floor": r["cause floor"], "others over it": r["others over it"]},
-                                         margin, "; ".join(mechanism)))
+            bits.append(cause_clause({"cause": r["cause"], "floor": r["cause floor"], "others over it": r["others over it"],
+                                      "others range": r["others range"]}, margin, "; ".join(mechanism), caveats.get(arm, "")))
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
         note = ("" if arm not in causes else f" ({causes[arm]})") + (
             f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
@@ -223,7 +240,8 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
              **({"validation loss": val[int(s)]} if int(s) in val else {})}
             for j, s in enumerate(seeds) if any(acc[j] < m[j] for m in means.values())]
     if not rows:
-        return rows, f"none of the {len(seeds)} seeds of {arm} is below {', '.join(floors)}"
+        return rows, (f"none of the {len(seeds)} seeds of {arm} is below {', '.join(floors)} (its seeds "
+                      f"{acc.min():.3f}-{acc.max():.3f})")
     low = {r["seed"] for r in rows}
     rest = [float(x) for s, x in zip(seeds, share) if s not in low]
     diag = {n: np.asarray(x, float) for n, x in (diagnostics or {}).items()}
@@ -243,9 +261,9 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         reading = floor_cause(acc, means, j, margin)
         mechanism = [f"{n} {r[n]:.0%}, beyond every seed above the floors" for n, x in diag.items()
                      if settles(r[n], [float(v) for s, v in zip(seeds, x) if s not in low], by)]
-        mechanism += ["its points settle on background (where it fails, not why)"] if r["settles on background"] else []
+        mechanism += ["its points settle on background (why is not read)"] if r["settles on background"] else []
         r |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
-              "cause said": cause_clause(reading, margin, "; ".join(mechanism))}
+              "others range": reading["others range"], "cause said": cause_clause(reading, margin, "; ".join(mechanism))}
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
@@ -271,7 +289,8 @@ def settles(share: float, above: Sequence[float], by: float) -> bool:
 
 
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
-                  group: str | None = None, by: float = 0.05, margin: float = 0.05) -> tuple[list[dict], str]:
+                  group: str | None = None, by: float = 0.05, margin: float = 0.05,
+                  caveats: Mapping[str, str] | None = None) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
@@ -279,7 +298,7 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     rows carry "off objects", each named seed's share is set beside those of its arm's seeds
     above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin).
     With ``group``, each named seed gets its cause against its arm's seeds (:func:`floor_cause` at
-    ``margin``)."""
+    ``margin``; ``caveats``: an arm's name as ``group`` gives it -> its selection caveat)."""
     below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
@@ -304,9 +323,10 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
         j = next(k for k, x in enumerate(arm) if x is r)
         reading = floor_cause([float(x[value]) for x in arm], {n: [floor_of(x, f) for x in arm] for n, f in floors.items()},
                               j, margin)
-        o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"]}
-        return "; " + cause_clause(reading, margin, "its points settle on background (where it fails, not why)"
-                                   if o.get("settles on background") else "")
+        o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
+              "others range": reading["others range"]}
+        return "; " + cause_clause(reading, margin, "its points settle on background (why is not read)"
+                                   if o.get("settles on background") else "", (caveats or {}).get(group.format(**r), ""))
 
     def said(r: Mapping, o: dict) -> str:
         head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())
@@ -316,8 +336,7 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
         o["off objects"], o["settles on background"] = float(r["off objects"]), settles(float(r["off objects"]), up, by)
         why = cause(r, o)
         return (head + f"; {o['off objects']:.0%} of its points off every object, its arm's seeds above the floors "
-                + (span(up) if up else "none") + ("; it settles on background" if o["settles on background"]
-                                                   and o.get("cause") != "the seed" else "") + why + ")")  # an exception's cause says it
+                + (span(up) if up else "none") + why + ")")  # the cause says where it fails
     named = "; ".join(said(r, o) for r, o in below)
     rule = (f" (a seed settles on background when at least {by * 100:.0f} percentage points more of its points are off every "
             "object than of any seed of its arm above the floors; why it does is not established here)" if read else
@@ -342,17 +361,23 @@ def _floors_in(rows: Sequence[Mapping], floors: Mapping[str, str | float]) -> di
 
 
 def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: float, random: float,
-                         by: float = 0.05, margin: float = 0.05) -> tuple[list[dict], str]:
+                         by: float = 0.05, margin: float = 0.05, caveats: Mapping[str, str] | None = None,
+                         dot_name: str = "N-Pair, dot score") -> tuple[list[dict], str]:
     """:func:`records_below` over the centre-bias sweeps' rows (:func:`sweep_rows`: the chapter
     seeds and the bias-0 replicate's, each against the centre point of its own world and its own
     caption-blind saliency; the dot-score sweep labelled as such) and the batch-size rows
     (against the chapter test's centre and random points and each seed's own saliency): every
     such seed below a floor, and one sentence; ``by``: how much further off every object a named
-    seed must be to be read as settling on background; ``margin``: :func:`floor_cause`'s."""
+    seed must be to be read as settling on background; ``margin``: :func:`floor_cause`'s;
+    ``caveats``: a selection's arm name ("trained at bias 0.9", "<dot_name>, trained at bias 0.0",
+    "B=8") -> its caveat (:func:`~fgclip.studies.maximage.arms.selection_caveats`)."""
     rows = [*sweep_rows(sweep), *sweep_rows(dot_sweep, ", dot score")]
-    own = "its own caption-blind saliency"
+    own, sel = "its own caption-blind saliency", caveats or {}
+    arm_caveat = {r["arm"]: sel.get(f"{dot_name + ', ' if r['arm'].endswith(', dot score') else ''}trained at bias "
+                                    f"{r['train_bias']}", "") for r in rows} | {f"B={r['batch_size']}": sel.get(
+                                        f"B={r['batch_size']}", "") for r in batch}
     bias, bias_text = records_below(rows, "{arm} seed {seed}", "model", _floors_in(rows, {
-        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin)
+        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin, arm_caveat)
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing", _floors_in(batch, {
-        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin)
+        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin, arm_caveat)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

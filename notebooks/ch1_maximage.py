@@ -457,21 +457,22 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 # any seed of its arm above the floors, one rule for every reading.
 #
 # **Whose fault is a low seed?** Each named seed ends with a cause, read by one rule
-# ({func}`fgclip.studies.maximage.seeds.floor_cause`) from the gaps $g_k = \text{acc}_k - f_k$
-# of every seed $k$ of its arm to each floor $f$ the seed $j$ is below. It is an **outlier** when
-# $g_j < \min_{k \neq j} g_k - $ `margin` for one of those floors: at least a margin further
-# below it than every other seed of its arm. An outlier's mechanism is read where one is
-# measured: heads that learned no ranking (a validation loss at the value of heads that score
-# every pair alike), word maps collapsed onto one cell or dead units (beyond every seed above
-# the floors by `share_margin`, where those diagnostics are read), or points that settle on
-# background, which says where the seed fails, not why; with none of these, no mechanism is
-# read. A seed that is not an outlier is read against its arm: if the other seeds clear the
-# floor by less than `margin` on average, the cause is **the arm as trained** (what the arm
-# changes from the main arm, together with how its selection went: an lr at the grid's edge or
-# a loss still falling at the budget is said with it, since design and training cannot then be
-# told apart); if they clear it by more, the cause is **the arm's seed-to-seed spread**, which
-# reaches below the floor. A control is read by the same rule; what its construction removes is
-# said with its name.
+# ({func}`fgclip.studies.maximage.causes.floor_cause`) from the gaps $g_k = \text{acc}_k - f_k$
+# of every seed $k$ of its arm to each floor $f$. Seed $j$ is an **outlier** when
+# $g_j < \operatorname{median}_{k \neq j} g_k - $ `margin` against every floor it is below: a
+# margin below its arm's typical seed, however many seeds share its fate. An outlier's
+# mechanism is read where one is measured: heads that learned no ranking (a validation loss at
+# the value of heads that score every pair alike), word maps collapsed onto one cell or dead
+# units (beyond every seed above the floors by `share_margin`, where those diagnostics are
+# read), its own caption-blind saliency failing with it (its image head misses without the
+# caption too), or points that settle on background, which says where the seed fails, not why;
+# its validation loss beside its arm's says whether it ranks as well as they do. With none of
+# these, no mechanism is read. A seed that is not an outlier is its arm's: if the arm's typical
+# other seeds clear the floor by less than `margin` on average, the cause is **the arm as
+# trained** (what the arm changes from the main arm, with how its selection went: an lr at the
+# grid's edge or a loss still falling at the budget is said with it, since design and training
+# cannot then be told apart; for a control, what its construction removes); if they clear it
+# by more, the cause is **the arm's seed-to-seed spread**, which reaches below the floor.
 
 # %%
 test, keep, CC = data.test, ev.evaluated(data.test, min_box_area, area_rule), f"{arms.main.name}, cell-centre rule"
@@ -737,7 +738,7 @@ bs_table, batch_v = ev.batch_size_verdicts(vs, *({bs: r[k] for bs, r in bs_reads
 if batch_v:
     display(seed_table(bs_table, ["batch_size", "negatives"], ["pointing"]), Markdown(batch_v[0].sentence()))
 print((other := msd.bias_and_batch_below(sweep, dot_sweep, bs_table.to_dict("records"), float(scores["centre point"].mean()),
-                                         float(scores["random point"].mean()), share_margin, margin, ma.selection_caveats(selections), OS))[1])  # every seed of these arms below a floor
+                                         float(scores["random point"].mean()), share_margin, margin, ma.selection_caveats(selections), OS, curves))[1])  # every seed of these arms below a floor
 
 # %% [markdown]
 # ## How every arm was chosen

@@ -167,8 +167,8 @@ def test_every_grounding_seed_below_a_floor_is_named_with_its_off_object_share()
     assert "1 of the 3 seeds of arm below a floor: seed 11 (0.250, below centre point 0.300 and saliency 0.500" in text
     assert "the seeds above the floors 25% off" in text and "seed 11 settles on background" in text
     assert rows[0]["settles on background"] and rows[0]["cause"] == "outlier"
-    assert "an outlier (at least the margin 0.05 further below centre point than every other seed of its arm; its arm's " \
-           "other seeds clear centre point by +0.450 on average (+0.450 to +0.450)): its points settle on background " \
+    assert "an outlier (at least the margin 0.05 below its arm's typical seed against every floor it is below: its other " \
+           "seeds clear saliency by 0.500 at the median, gaps +0.500 to +0.500): its points settle on background " \
            "(why is not read))" in text
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off[[1, 0, 2]], {"centre point": centre})
     assert "): no mechanism read)" in text and "settles on" not in text
@@ -253,20 +253,27 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["seed of"] for r in rows] == ["B=8 seed 1"] and rows[0]["off objects"] == 0.9
     assert "90% of its points off every object, its arm's seeds above the floors 20%-25%; an outlier (at least the margin " \
-           "0.05 further below centre point than every other seed of its arm; its arm's other seeds clear centre point by " \
-           "+0.065 on average (+0.040 to +0.090)): its points settle on background (why is not read))" in text
+           "0.05 below its arm's typical seed against every floor it is below: its other seeds clear centre point by 0.065 " \
+           "at the median, gaps +0.040 to +0.090): its points settle on background (why is not read))" in text
     assert rows[0]["cause"] == "outlier"
+    rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}",
+                                   val={"B=8": {0: 2.0, 1: 2.05, 2: 2.1}})
+    assert rows[0]["validation loss"] == 2.05 and "; validation loss 2.050, its arm's other seeds 2.000-2.100: it ranks as " \
+                                                  "well as they do)" in text
     assert rows[0]["settles on background"] and "why it does is not established here" in text
     batch.append({"batch_size": 8, "seed": 3, "pointing": 0.3, "off objects": 0.1})  # low, yet less off than seed 0
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")
     assert [r["settles on background"] for r in rows] == [True, False]  # read seed by seed, not all-or-nothing per arm
-    assert [r["cause"] for r in rows] == ["outlier", "the arm as trained"]  # seed 1 stays an outlier; seed 3 is its arm's
+    assert [r["cause"] for r in rows] == ["outlier", "outlier"]  # both a margin below the arm's typical seed (median +0.040)
+    batch[0]["pointing"], batch[-1]["pointing"] = 0.43, 0.405  # seed 3 typical, in an arm whose typical seeds clear it by 0.030
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}",
                                    caveats={"B=8": "lr at the grid's smallest end"})
-    assert "B=8 seed 3 (0.300, below centre point 0.410; 10% of its points off every object, its arm's seeds above the " \
-           "floors 20%-25%; cause: the arm as trained, not the seed (its arm's other seeds clear centre point by -0.083 on " \
-           "average (-0.380 to +0.090), less than the margin 0.05, and this seed is not a margin below all of them; the " \
-           "arm's selection: lr at the grid's smallest end, so its design and its training cannot be told apart here))" in text
+    assert [r["cause"] for r in rows] == ["outlier", "the arm as trained"]
+    assert "B=8 seed 3 (0.405, below centre point 0.410; 10% of its points off every object, its arm's seeds above the " \
+           "floors 20%-25%; cause: the arm as trained, not the seed (its arm's typical other seeds clear centre point by " \
+           "0.030 on average, gaps -0.380 to +0.040; the arm clears it by less than the margin 0.05; the arm's selection: " \
+           "lr at the grid's smallest end, so its design and its training cannot be told apart here); no mechanism of its " \
+           "own read)" in text
 
 
 def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
@@ -334,7 +341,7 @@ def test_seeds_below_get_the_diagnostics_beside_the_seeds_above_the_floors():
                                           diagnostics={"word pairs on one cell": np.array([0.2, 0.9, 0.3])})
     assert rows[0]["word pairs on one cell"] == 0.9
     assert "word pairs on one cell 90% (seeds above the floors 20%-30%); an outlier" in text
-    assert "(+0.450 to +0.450)): word pairs on one cell 90%, beyond every seed above the floors)" in text
+    assert "gaps +0.450 to +0.450): word pairs on one cell 90%, beyond every seed above the floors)" in text
     assert rows[0]["cause"] == "outlier"
     _, text = msd.seeds_below_sentence("arm", [10, 11, 12], hits, off, {"centre point": np.full((3, 4), 0.3)},
                                        diagnostics={"word pairs on one cell": np.array([0.2, 0.33, 0.3])})

@@ -22,12 +22,10 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     found = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves)
     assert len(found) == 1 and found[0].startswith("main: seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300")
     assert ("its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100; an outlier (at least the margin 0.05 "
-            "further below random point than every other seed of its arm; its arm's other seeds clear random point by +0.200 "
-            "on average (+0.000 to +0.400)): no mechanism read), seed 2 (0.200;") in found[0]
-    assert found[0].endswith("cause: the arm's seed-to-seed spread (its arm's other seeds clear the caption-blind saliency of "
-                             "their seeds by +0.050 on average (-0.200 to +0.300); this seed is not a margin below all of them))")
+            "below its arm's typical seed against every floor it is below: its other seeds clear random point by 0.200 at the "
+            "median, gaps +0.000 to +0.400): no mechanism read), seed 2 (0.200;") in found[0]
     flat = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves, flat={"main": 2.9})[0]
-    assert "(+0.000 to +0.400)): its heads learned no ranking (above)), seed 2" in flat
+    assert "gaps +0.000 to +0.400): its heads learned no ranking (above)), seed 2" in flat
 
 
 def test_an_arms_own_saliency_is_its_floor_and_a_known_cause_is_said():
@@ -112,8 +110,7 @@ def test_seed_findings_add_the_off_object_share_and_the_reading_correlates():
     found = msd.seed_findings(scores, [0, 1, 2], ["main"], off=off)
     assert "seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300; its untrained " \
            "heads 0.000; 80% of its points off every object, its seeds above the floors 0%; an outlier" in found[0]
-    assert "(+0.000 to +0.400)): its points settle on background (why is not read)), seed 2" in found[0]
-    assert found[0].endswith("all of them); where it fails: its points settle on background (why is not read))")
+    assert "gaps +0.000 to +0.400): its points settle on background (why is not read)), seed 2" in found[0]
     assert "settles on background" not in msd.seed_findings(scores, [0, 1, 2], ["main"], off=off, by=0.9)[0]
     reading = msd.off_object_reading(scores, off, ["main"])
     acc, offs = [0.6, 0.1, 0.2], [0.0, 0.8, 0.3]
@@ -152,27 +149,41 @@ def test_a_range_of_one_value_is_printed_once():
     assert "no seed of its arm above the floors" in none_up
 
 
-def test_a_seed_a_margin_below_every_other_is_an_outlier_and_otherwise_its_arm_is_read():
+def test_a_seed_a_margin_below_its_arms_typical_seed_is_an_outlier_and_otherwise_its_arm_is_read():
     floor = [0.3] * 5
     out = msd.floor_cause([0.32, 0.1, 0.31, 0.28, 0.33], {"f": floor}, 1, margin=0.05)  # 0.1 among 0.28-0.33
     assert out["cause"] == "outlier" and out["others range"] == pytest.approx([-0.02, 0.03])
-    assert msd.cause_clause(out, 0.05, "m").startswith("an outlier (at least the margin 0.05 further below f than every other")
-    assert msd.cause_clause(out, 0.05, "m").endswith("(-0.020 to +0.030)): m")
+    assert out["others over it"] == pytest.approx(0.015)  # the median of the other seeds' gaps
+    said = msd.cause_clause(out, 0.05, "m")
+    assert said.startswith("an outlier (at least the margin 0.05 below its arm's typical seed against every floor")
+    assert said.endswith("its other seeds clear f by 0.015 at the median, gaps -0.020 to +0.030): m")
     ref = msd.floor_cause([0.6, 0.61, 0.62, 0.6, 0.1], {"f": [0.575] * 5}, 4, margin=0.05)  # four of five clear it
     assert ref["cause"] == "outlier"
+    pair = [0.133, 0.014, 0.396, 0.008, 0.409]  # two low seeds do not hide each other: the median is the yardstick
+    assert [msd.floor_cause(pair, {"r": [0.101] * 5}, k, 0.05)["cause"] for k in (1, 3)] == ["outlier", "outlier"]
     arm = msd.floor_cause([0.32, 0.27, 0.31, 0.28, 0.26], {"f": floor}, 1, margin=0.05)  # the arm sits at its floor
     assert arm["cause"] == "the arm as trained" and arm["others over it"] == pytest.approx(-0.0075)
     said = msd.cause_clause(arm, 0.05, caveat="lr at the grid's largest end")
-    assert "less than the margin 0.05" in said and "the arm's selection: lr at the grid's largest end" in said
-    assert "does not clear" not in said  # a positive mean gap under the margin is still a gap: said as "less than"
-    spread = msd.floor_cause([0.5, 0.27, 0.45, 0.28, 0.4], {"f": floor}, 1, margin=0.05)  # the arm clears it; 0.27 is in its spread
+    assert "sit 0.007 below f on average" in said and "the arm clears it by less than the margin 0.05" in said
+    assert "the arm's selection: lr at the grid's largest end" in said and said.endswith("no mechanism of its own read")
+    assert "a control (shuffled)" in msd.cause_clause(arm, 0.05, caveat="x", control="shuffled")
+    spread = msd.floor_cause([0.28, 0.27, 0.30, 0.32, 0.60], {"f": floor}, 1, margin=0.05)  # the arm clears it on average; 0.27 is typical
     assert spread["cause"] == "the arm's spread" and "seed-to-seed spread" in msd.cause_clause(spread, 0.05)
-    two = msd.floor_cause([0.6, 0.55, 0.6], {"high": [0.59, 0.58, 0.62], "low": [0.3, 0.56, 0.3]}, 1, margin=0.05)
-    assert two["floor"] == "low" and two["cause"] == "outlier"  # an outlier against any floor it is below is one
-    both = msd.floor_cause([0.6, 0.5, 0.58], {"high": [0.59, 0.52, 0.6], "low": [0.6, 0.51, 0.46]}, 1, margin=0.05)
-    assert both["floor"] == "low" and both["cause"] == "the arm's spread"  # the floor its arm clears most decides
+    # against every floor it is below: typical against the shared floor, so no outlier for its own high saliency
+    two = msd.floor_cause([0.434, 0.403, 0.428, 0.481, 0.412], {"centre": [0.592] * 5, "own": [0.42, 0.431, 0.507, 0.47, 0.434]},
+                          2, margin=0.05)
+    assert two["cause"] == "the arm as trained" and two["floor"] == "own"  # the floor its typical seeds clear most decides
     assert msd.floor_cause([0.1], {"f": [0.3]}, 0, 0.05)["cause"] == "not read"
     with pytest.raises(ValueError, match="below none"):
         msd.floor_cause([0.32, 0.1], {"f": [0.3, 0.3]}, 0, 0.05)
     rows = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05, causes={"main": "shuffled"})
     assert [(r["cause"], r["known"]) for r in rows] == [("outlier", "shuffled"), ("the arm as trained", "shuffled")]
+
+
+def test_an_outlier_whose_own_saliency_fails_with_it_is_said_to_miss_without_the_caption():
+    scores = _scores([6, 1, 6])
+    own = {"main": np.array([[1.0] * 5 + [0.0] * 5, [0.0] * 2 + [0.0] * 8, [1.0] * 5 + [0.0] * 5])}  # seed 1's own: 0.0
+    found = msd.seed_findings(scores, [0, 1, 2], ["main"], own=own)[0]
+    assert "its own caption-blind saliency failed with it (0.000, its arm's other seeds 0.500-0.500)" in found
+    own["main"][1, :5] = 1.0  # 0.5: as its arm's other seeds
+    assert "failed with it" not in msd.seed_findings(scores, [0, 1, 2], ["main"], own=own)[0]

@@ -14,6 +14,8 @@
 * :mod:`~fgclip.studies.maximage.grounding`: the grounding test's power check and sentence;
 * :mod:`~fgclip.studies.maximage.bias`: the centre-bias sweep, its cross-evaluation and its
   falsification;
+* :mod:`~fgclip.studies.maximage.seeds` and :mod:`~fgclip.studies.maximage.causes`: every
+  seed below a floor, named with its cause (an outlier and its mechanism, or its arm's);
 * :mod:`~fgclip.studies.maximage.figures`: word maps and the caption widget on a split.
 
 The paper's equations are in :mod:`fgclip.methods.maximage`.

@@ -9,17 +9,19 @@ its maps peak) and, where its curves were recorded, its last validation loss bes
 arm's other seeds'.
 
 Every such seed gets a cause read by one rule (:func:`floor_cause`): an outlier (a margin
-further below the floor than every other seed of its arm), whose mechanism is read where one is
-measured (heads that learned no ranking, word maps on one cell, dead units; points that settle
-on background say where it fails, not why); or, not an outlier, the arm as
-trained (its seeds clear the floor by less than the margin on average; its selection caveats are
-said with it) or the arm's seed-to-seed spread (they clear it on average).
+below its arm's typical seed against every floor it is below), whose mechanism is read where one
+is measured (heads that learned no ranking, word maps on one cell, dead units, a saliency that
+failed with it, its validation loss; points that settle on background say where it fails, not
+why); or, not an outlier, the arm as trained (its typical seeds clear the floor by less than the
+margin; its selection caveats are said with it) or the arm's seed-to-seed spread.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from .causes import cause_clause, floor_cause
 
 
 def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
@@ -56,53 +58,6 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
                     out[-1] |= {"cause": c["cause"], "cause floor": c["floor"], "others over it": c["others over it"],
                                 "others range": c["others range"], **({"known": causes[a]} if a in (causes or {}) else {})}
     return out
-
-
-def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
-    """Whose is seed j's place below its floors, the arm's or its own? With the gaps
-    g_k^f = acc_k - f_k of every seed k of the arm to each floor f that seed j is below:
-
-    * "outlier": for some such f, g_j^f < min_{k != j} g_k^f - margin (a margin further below
-      it than every other seed of the arm): the seed's own failure, whose mechanism is read apart;
-    * "the arm as trained": else, if for every such f the other seeds' mean gap is under
-      ``margin``: the arm clears that floor by less than the margin, and seed j is not an outlier;
-    * "the arm's spread": else: the arm clears the floor by the margin on average, and its
-      seed-to-seed spread reaches below it (seed j is not an outlier);
-    * "not read": no other seed.
-
-    ``acc`` and every floor: one value per seed of the arm. Returns {"cause", "floor" (the floor
-    that decided), "others over it" (the other seeds' mean gap to it), "others range"}."""
-    under = [n for n, f in floors.items() if acc[j] < f[j]]
-    if not under:
-        raise ValueError(f"floor_cause: seed {j} is below none of {list(floors)}")
-    gaps = {n: [float(acc[k] - floors[n][k]) for k in range(len(acc)) if k != j] for n in under}
-    if not gaps[under[0]]:
-        return {"cause": "not read", "floor": under[0], "others over it": None, "others range": None}
-    own = {n: float(acc[j] - floors[n][j]) for n in under}
-    out = [n for n in under if own[n] < min(gaps[n]) - margin]
-    floor = out[0] if out else max(under, key=lambda n: float(np.mean(gaps[n])))  # the strictest reading of the arm
-    mean = float(np.mean(gaps[floor]))
-    cause = "outlier" if out else "the arm as trained" if mean < margin else "the arm's spread"
-    return {"cause": cause, "floor": floor, "others over it": mean, "others range": [min(gaps[floor]), max(gaps[floor])]}
-
-
-def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: str = "") -> str:
-    """:func:`floor_cause` in words; ``mechanism``: what was measured of the seed's failure (an
-    outlier's, or where the spread puts it); ``caveat``: the arm's selection caveat
-    (:meth:`~fgclip.train.selection.Selection.caveat`), said where the arm is the cause."""
-    if reading["cause"] == "not read":
-        return "its arm has no other seed, so the arm and the seed cannot be told apart"
-    lo, hi = reading["others range"]
-    said = f"its arm's other seeds clear {reading['floor']} by {reading['others over it']:+.3f} on average ({lo:+.3f} to {hi:+.3f})"
-    if reading["cause"] == "outlier":
-        return (f"an outlier (at least the margin {margin} further below {reading['floor']} than every other seed of its arm; "
-                f"{said}): " + (mechanism or "no mechanism read"))
-    where = f"; where it fails: {mechanism}" if mechanism else ""
-    if reading["cause"] == "the arm as trained":
-        return (f"cause: the arm as trained, not the seed ({said}, less than the margin {margin}, and this seed is not a "
-                f"margin below all of them" + (f"; the arm's selection: {caveat}, so its design and its training "
-                                               "cannot be told apart here" if caveat else "") + f"){where}")
-    return f"cause: the arm's seed-to-seed spread ({said}; this seed is not a margin below all of them){where}"
 
 
 def span(shares: Sequence[float]) -> str:
@@ -177,8 +132,15 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
                             f"({flat[arm]:.3f}), so they learned no ranking")
                 mechanism.insert(0, "its heads learned no ranking (above)")
+            if arm in own and len(seeds) > 2:  # the image head alone: its own saliency against its arm's other seeds'
+                sal = own[arm].mean(axis=1)  # (n_seeds,)
+                rest = [float(x) for k, x in enumerate(sal) if k != j]
+                if sal[j] < float(np.median(rest)) - margin:
+                    mechanism.append(f"its own caption-blind saliency failed with it ({sal[j]:.3f}, its arm's other seeds "
+                                     f"{min(rest):.3f}-{max(rest):.3f}): its image head misses without the caption too")
             bits.append(cause_clause({"cause": r["cause"], "floor": r["cause floor"], "others over it": r["others over it"],
-                                      "others range": r["others range"]}, margin, "; ".join(mechanism), caveats.get(arm, "")))
+                                      "others range": r["others range"]}, margin, "; ".join(mechanism), caveats.get(arm, ""),
+                                     causes.get(arm, "")))
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
         note = ("" if arm not in causes else f" ({causes[arm]})") + (
             f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
@@ -290,7 +252,8 @@ def settles(share: float, above: Sequence[float], by: float) -> bool:
 
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
                   group: str | None = None, by: float = 0.05, margin: float = 0.05,
-                  caveats: Mapping[str, str] | None = None) -> tuple[list[dict], str]:
+                  caveats: Mapping[str, str] | None = None, val: Mapping[str, Mapping[int, float]] | None = None
+                  ) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
@@ -298,7 +261,8 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     rows carry "off objects", each named seed's share is set beside those of its arm's seeds
     above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin).
     With ``group``, each named seed gets its cause against its arm's seeds (:func:`floor_cause` at
-    ``margin``; ``caveats``: an arm's name as ``group`` gives it -> its selection caveat)."""
+    ``margin``; ``caveats``: an arm's name as ``group`` gives it -> its selection caveat; ``val``:
+    that name -> seed -> validation loss at its chosen period, set beside an outlier's)."""
     below = []
     for r in records:
         under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
@@ -325,8 +289,14 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
                               j, margin)
         o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
               "others range": reading["others range"]}
-        return "; " + cause_clause(reading, margin, "its points settle on background (why is not read)"
-                                   if o.get("settles on background") else "", (caveats or {}).get(group.format(**r), ""))
+        mechanism = ["its points settle on background (why is not read)"] if o.get("settles on background") else []
+        losses = (val or {}).get(group.format(**r), {})
+        if reading["cause"] == "outlier" and int(r["seed"]) in losses and len(losses) > 1:
+            o["validation loss"] = v = losses[int(r["seed"])]
+            rest = [x for s, x in losses.items() if s != int(r["seed"])]
+            mechanism.append(f"validation loss {v:.3f}, its arm's other seeds {min(rest):.3f}-{max(rest):.3f}"
+                             + (": it ranks as well as they do" if v <= max(rest) else ": above every other seed's"))
+        return "; " + cause_clause(reading, margin, "; ".join(mechanism), (caveats or {}).get(group.format(**r), ""))
 
     def said(r: Mapping, o: dict) -> str:
         head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())
@@ -362,7 +332,7 @@ def _floors_in(rows: Sequence[Mapping], floors: Mapping[str, str | float]) -> di
 
 def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: float, random: float,
                          by: float = 0.05, margin: float = 0.05, caveats: Mapping[str, str] | None = None,
-                         dot_name: str = "N-Pair, dot score") -> tuple[list[dict], str]:
+                         dot_name: str = "N-Pair, dot score", curves: Sequence[dict] = ()) -> tuple[list[dict], str]:
     """:func:`records_below` over the centre-bias sweeps' rows (:func:`sweep_rows`: the chapter
     seeds and the bias-0 replicate's, each against the centre point of its own world and its own
     caption-blind saliency; the dot-score sweep labelled as such) and the batch-size rows
@@ -370,14 +340,17 @@ def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: flo
     such seed below a floor, and one sentence; ``by``: how much further off every object a named
     seed must be to be read as settling on background; ``margin``: :func:`floor_cause`'s;
     ``caveats``: a selection's arm name ("trained at bias 0.9", "<dot_name>, trained at bias 0.0",
-    "B=8") -> its caveat (:func:`~fgclip.studies.maximage.arms.selection_caveats`)."""
+    "B=8") -> its caveat (:func:`~fgclip.studies.maximage.arms.selection_caveats`); ``curves``: the
+    chapter's curve records, whose validation losses are set beside each outlier's."""
     rows = [*sweep_rows(sweep), *sweep_rows(dot_sweep, ", dot score")]
     own, sel = "its own caption-blind saliency", caveats or {}
-    arm_caveat = {r["arm"]: sel.get(f"{dot_name + ', ' if r['arm'].endswith(', dot score') else ''}trained at bias "
-                                    f"{r['train_bias']}", "") for r in rows} | {f"B={r['batch_size']}": sel.get(
-                                        f"B={r['batch_size']}", "") for r in batch}
+    names = {r["arm"]: f"{dot_name + ', ' if r['arm'].endswith(', dot score') else ''}trained at bias {r['train_bias']}"
+             for r in rows} | {f"B={r['batch_size']}": f"B={r['batch_size']}" for r in batch}  # group -> its selection's name
+    arm_caveat = {g: sel.get(n, "") for g, n in names.items()}
+    val = {g: arm_val_losses(curves, n) for g, n in names.items()}
     bias, bias_text = records_below(rows, "{arm} seed {seed}", "model", _floors_in(rows, {
-        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin, arm_caveat)
+        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin, arm_caveat, val)
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing", _floors_in(batch, {
-        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin, arm_caveat)
+        "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin, arm_caveat,
+        val)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

@@ -1,0 +1,81 @@
+"""Chapter 1's rule for the cause of a seed below a floor, one rule for every arm.
+
+A seed is an *outlier* when it lies at least a margin below its arm's typical seed (the median
+of the others) against every floor it is below: its own failure, whose mechanism the chapter
+reads apart. Any other seed below a floor is its arm's: the arm as trained, when its typical
+seeds clear the floor by less than the margin, or the arm's seed-to-seed spread, when they clear
+it by more. :func:`cause_clause` says the reading in words.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def _is_outlier(gaps: Mapping[str, Sequence[float]], k: int, margin: float) -> bool:
+    """Seed k is below at least one floor, and at least ``margin`` below the median of the arm's
+    other seeds' gaps to every floor it is below (``gaps``: floor -> g_i per seed of the arm)."""
+    under = [n for n, g in gaps.items() if g[k] < 0]
+    return bool(under) and all(g[k] < float(np.median([x for i, x in enumerate(gaps[n]) if i != k])) - margin
+                               for n, g in ((n, gaps[n]) for n in under))
+
+
+def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
+    """Whose is seed j's place below its floors, the arm's or its own? With the gaps
+    g_k^f = acc_k - f_k of every seed k of the arm to every floor f:
+
+    * "outlier": against every floor f it is below, g_j^f < median_{k != j} g_k^f - margin
+      (a margin below its arm's typical seed, however many seeds share its fate): the seed's own
+      failure, whose mechanism is read apart;
+    * "the arm as trained": else, if for every such f the mean gap of the other seeds that are no
+      outliers is under ``margin``: the arm clears that floor by less than the margin;
+    * "the arm's spread": else: the arm clears the floor by the margin on average, and its
+      seed-to-seed spread reaches below it;
+    * "not read": no other seed.
+
+    ``acc`` and every floor: one value per seed of the arm. Returns {"cause", "floor" (the floor
+    that decided: the one the typical other seed clears most), "others over it" (the median gap of
+    the other seeds for an outlier, else the mean over the non-outlier others), "others range"}."""
+    gaps = {n: [float(acc[k] - f[k]) for k in range(len(acc))] for n, f in floors.items()}
+    under = [n for n in floors if gaps[n][j] < 0]
+    if not under:
+        raise ValueError(f"floor_cause: seed {j} is below none of {list(floors)}")
+    others = [k for k in range(len(acc)) if k != j]
+    if not others:
+        return {"cause": "not read", "floor": under[0], "others over it": None, "others range": None}
+    typical = [k for k in others if not _is_outlier(gaps, k, margin)] or others
+    if _is_outlier(gaps, j, margin):
+        floor = max(under, key=lambda n: float(np.median([gaps[n][k] for k in others])))
+        centre, cause = float(np.median([gaps[floor][k] for k in others])), "outlier"
+    else:
+        floor = max(under, key=lambda n: float(np.mean([gaps[n][k] for k in typical])))  # the strictest reading of the arm
+        centre = float(np.mean([gaps[floor][k] for k in typical]))
+        cause = "the arm as trained" if centre < margin else "the arm's spread"
+    return {"cause": cause, "floor": floor, "others over it": centre,
+            "others range": [min(gaps[floor][k] for k in others), max(gaps[floor][k] for k in others)]}
+
+
+def _gap_words(floor: str, gap: float) -> str:
+    return f"clear {floor} by {gap:.3f}" if gap >= 0 else f"sit {-gap:.3f} below {floor}"
+
+
+def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: str = "", control: str = "") -> str:
+    """:func:`floor_cause` in words; ``mechanism``: what was measured of the seed's failure;
+    ``caveat``: the arm's selection caveat (:meth:`~fgclip.train.selection.Selection.caveat`),
+    said where the arm is the cause; ``control``: what a control arm's construction removes."""
+    if reading["cause"] == "not read":
+        return "its arm has no other seed, so the arm and the seed cannot be told apart"
+    lo, hi, floor, gap = *reading["others range"], reading["floor"], reading["others over it"]
+    span_ = f"gaps {lo:+.3f} to {hi:+.3f}"
+    if reading["cause"] == "outlier":
+        return (f"an outlier (at least the margin {margin} below its arm's typical seed against every floor it is below: "
+                f"its other seeds {_gap_words(floor, gap)} at the median, {span_}): " + (mechanism or "no mechanism read"))
+    where = f"; {mechanism}" if mechanism else "; no mechanism of its own read"
+    said = f"its arm's typical other seeds {_gap_words(floor, gap)} on average, {span_}"
+    if reading["cause"] == "the arm as trained":
+        who = f"the arm, a control ({control})" if control else "the arm as trained"
+        return (f"cause: {who}, not the seed ({said}; the arm clears it by less than the margin {margin}"
+                + (f"; the arm's selection: {caveat}, so its design and its training cannot be told apart here"
+                   if caveat and not control else "") + f"){where}")
+    return f"cause: the arm's seed-to-seed spread, not a failure of its own ({said}){where}"

@@ -259,7 +259,7 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}",
                                    val={"B=8": {0: 2.0, 1: 2.05, 2: 2.1}})
     assert rows[0]["validation loss"] == 2.05 and "; validation loss 2.050, its arm's other seeds 2.000-2.100: it ranks as " \
-                                                  "well as they do)" in text
+                                                  "well as they do, so the retrieval loss did not prefer its arm's solution to this one on background)" in text
     assert rows[0]["settles on background"] and "why it does is not established here" in text
     batch.append({"batch_size": 8, "seed": 3, "pointing": 0.3, "off objects": 0.1})  # low, yet less off than seed 0
     rows, text = msd.records_below(batch, "B={batch_size} seed {seed}", "pointing", {"centre point": 0.41}, "B={batch_size}")

@@ -187,3 +187,12 @@ def test_an_outlier_whose_own_saliency_fails_with_it_is_said_to_miss_without_the
     assert "its own caption-blind saliency failed with it (0.000, its arm's other seeds 0.500-0.500)" in found
     own["main"][1, :5] = 1.0  # 0.5: as its arm's other seeds
     assert "failed with it" not in msd.seed_findings(scores, [0, 1, 2], ["main"], own=own)[0]
+
+
+def test_an_outlier_on_background_that_ranks_as_well_is_read_as_a_solution_the_loss_does_not_tell_apart():
+    off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [0.0] * 10])}
+    curves = [{"arm": "main", "chosen_periods": 1, "seeds": {0: {"val": [2.0]}, 1: {"val": [2.05]}, 2: {"val": [2.1]}}}]
+    found = msd.seed_findings(_scores([6, 1, 6]), [0, 1, 2], ["main"], curves, off=off)[0]
+    assert "its points settle on background (why is not read); it ranks as well as its arm's other seeds" in found
+    curves[0]["seeds"][1]["val"] = [2.5]  # it ranks worse: no such reading
+    assert "ranks as well" not in msd.seed_findings(_scores([6, 1, 6]), [0, 1, 2], ["main"], curves, off=off)[0]

@@ -23,6 +23,8 @@ import numpy as np
 
 from .causes import cause_clause, floor_cause
 
+BACKGROUND = "its points settle on background (why is not read)"  # where an outlier fails, said as one
+
 
 def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Sequence[str],
                 random: str = "random point", saliency: str = "caption-blind saliency",
@@ -124,10 +126,13 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 bits.append(f"{share[j]:.0%} of its points off every object, "
                             + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors"))
                 if settles(float(share[j]), up, by):
-                    mechanism.append("its points settle on background (why is not read)")
+                    mechanism.append(BACKGROUND)
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
+                if r["cause"] == "outlier" and val[r["seed"]] <= max(others) and BACKGROUND in mechanism:
+                    mechanism.append("it ranks as well as its arm's other seeds (validation loss above), so the retrieval "
+                                     "loss did not prefer their solution to this one on background")
             if r["seed"] in val and arm in flat and at_flat_loss(val[r["seed"]], flat[arm]):
                 bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
                             f"({flat[arm]:.3f}), so they learned no ranking")
@@ -223,7 +228,7 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         reading = floor_cause(acc, means, j, margin)
         mechanism = [f"{n} {r[n]:.0%}, beyond every seed above the floors" for n, x in diag.items()
                      if settles(r[n], [float(v) for s, v in zip(seeds, x) if s not in low], by)]
-        mechanism += ["its points settle on background (why is not read)"] if r["settles on background"] else []
+        mechanism += [BACKGROUND] if r["settles on background"] else []
         r |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
               "others range": reading["others range"], "cause said": cause_clause(reading, margin, "; ".join(mechanism))}
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
@@ -289,13 +294,16 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
                               j, margin)
         o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
               "others range": reading["others range"]}
-        mechanism = ["its points settle on background (why is not read)"] if o.get("settles on background") else []
+        mechanism = [BACKGROUND] if o.get("settles on background") else []
         losses = (val or {}).get(group.format(**r), {})
         if reading["cause"] == "outlier" and int(r["seed"]) in losses and len(losses) > 1:
             o["validation loss"] = v = losses[int(r["seed"])]
             rest = [x for s, x in losses.items() if s != int(r["seed"])]
+            same = v <= max(rest)  # it ranks as well as they do
             mechanism.append(f"validation loss {v:.3f}, its arm's other seeds {min(rest):.3f}-{max(rest):.3f}"
-                             + (": it ranks as well as they do" if v <= max(rest) else ": above every other seed's"))
+                             + (": it ranks as well as they do" if same else ": above every other seed's")
+                             + (", so the retrieval loss did not prefer its arm's solution to this one on background"
+                                if same and o.get("settles on background") else ""))
         return "; " + cause_clause(reading, margin, "; ".join(mechanism), (caveats or {}).get(group.format(**r), ""))
 
     def said(r: Mapping, o: dict) -> str:

@@ -22,7 +22,8 @@ from fgclip.verdicts import A_BETTER, B_BETTER, CANNOT_TELL, EQUIVALENT
 REPO = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p.stem for p in (REPO / "notebooks").glob("ch*_*.py"))
 RESULTS = REPO / "_build" / "results"
-FIELDS = ("claim", "arms", "difference", "ci_low", "ci_high", "n_seeds", "n_units", "unit", "verdict")
+FIELDS = ("claim", "arms", "difference", "ci_low", "ci_high", "n_seeds", "n_units", "unit", "cluster_unit", "margin",
+          "verdict")
 
 
 def key(name: str) -> str:
@@ -78,3 +79,28 @@ def test_built_results_hold_verdicts_over_three_seeds(name):
             higher = r.get("higher_is_better", True)
             above = r["ci_low"] > 0
             assert (r["verdict"] == A_BETTER) == (above == higher), r["claim"]
+
+
+def _nested_verdicts(o, path: str = ""):
+    """Every verdict record anywhere in a results file (controls and diagnostics included)."""
+    if isinstance(o, dict):
+        if "verdict" in o and "ci_low" in o:
+            yield path, o
+        for k, v in o.items():
+            yield from _nested_verdicts(v, f"{path}/{k}")
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            yield from _nested_verdicts(v, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("name", [n for n in CHAPTERS if key(n) != "ch0"])
+def test_every_verdict_record_names_its_cluster_unit_and_margin(name):
+    found = list(_nested_verdicts(_built(name)))
+    assert found, f"{key(name)}.json holds no verdict record"
+    bad = [p for p, r in found if not r.get("cluster_unit") or r.get("margin") is None]
+    assert not bad, f"{key(name)}: verdict records without a cluster unit or margin at {bad[:5]}"
+
+
+def test_the_nested_walk_finds_a_record_without_a_margin():
+    record = {"controls": [{"test": {"verdict": "cannot tell", "ci_low": 0, "cluster_unit": "images", "margin": None}}]}
+    assert [p for p, r in _nested_verdicts(record) if r.get("margin") is None] == ["/controls[0]/test"]

@@ -79,3 +79,16 @@ def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: s
                 + (f"; the arm's selection: {caveat}, so its design and its training cannot be told apart here"
                    if caveat and not control else "") + f"){where}")
     return f"cause: the arm's seed-to-seed spread, not a failure of its own ({said}){where}"
+
+
+FIELDS = {"cause": "cause", "floor": "cause floor", "others over it": "others over it", "others range": "others range"}
+
+
+def as_fields(reading: Mapping) -> dict:
+    """A :func:`floor_cause` reading as a seed record's fields ("floor" becomes "cause floor")."""
+    return {FIELDS[k]: reading[k] for k in FIELDS}
+
+
+def from_fields(record: Mapping) -> dict:
+    """The reading back from a record's fields (:func:`as_fields`), for :func:`cause_clause`."""
+    return {k: record[f] for k, f in FIELDS.items()}

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .causes import cause_clause, floor_cause
+from .causes import as_fields, cause_clause, floor_cause, from_fields
 
 BACKGROUND = "its points settle on background (why is not read)"  # where an outlier fails, said as one
 
@@ -57,8 +57,7 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
                             "saliency": float(sal[j]), "floors": floors})
                 if margin is not None:
                     c = floor_cause(acc, {random: rnd, name if a in own else f"the {saliency} of their seeds": sal}, j, margin)
-                    out[-1] |= {"cause": c["cause"], "cause floor": c["floor"], "others over it": c["others over it"],
-                                "others range": c["others range"], **({"known": causes[a]} if a in (causes or {}) else {})}
+                    out[-1] |= as_fields(c) | ({"known": causes[a]} if a in (causes or {}) else {})
     return out
 
 
@@ -143,9 +142,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                 if sal[j] < float(np.median(rest)) - margin:
                     mechanism.append(f"its own caption-blind saliency failed with it ({sal[j]:.3f}, its arm's other seeds "
                                      f"{min(rest):.3f}-{max(rest):.3f}): its image head misses without the caption too")
-            bits.append(cause_clause({"cause": r["cause"], "floor": r["cause floor"], "others over it": r["others over it"],
-                                      "others range": r["others range"]}, margin, "; ".join(mechanism), caveats.get(arm, ""),
-                                     causes.get(arm, "")))
+            bits.append(cause_clause(from_fields(r), margin, "; ".join(mechanism), caveats.get(arm, ""), causes.get(arm, "")))
             parts.append(f"seed {r['seed']} ({'; '.join(bits)})")
         note = ("" if arm not in causes else f" ({causes[arm]})") + (
             f" (its {'untrained heads are' if arm in own else 'saliency floor and untrained heads are'} the pretrained "
@@ -195,7 +192,7 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
     object than every seed above the floors (the rule of :func:`records_below`). ``diagnostics``:
     name -> (n_seeds,) shares per seed (e.g. word pairs peaking on one cell, dead hidden units),
     each low seed's set beside the range of the seeds above the floors. Each named seed gets its
-    cause (:func:`floor_cause` at ``margin``); an exception's mechanism is a diagnostic at least
+    cause (:func:`floor_cause` at ``margin``), with what was measured of it: a diagnostic at least
     ``by`` above every seed above the floors, or its points settling on background."""
     acc, share = hits.mean(axis=1), off.mean(axis=1)
     means = {name: np.asarray(f, float).mean(axis=1) for name, f in floors.items()}
@@ -229,8 +226,7 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         mechanism = [f"{n} {r[n]:.0%}, beyond every seed above the floors" for n, x in diag.items()
                      if settles(r[n], [float(v) for s, v in zip(seeds, x) if s not in low], by)]
         mechanism += [BACKGROUND] if r["settles on background"] else []
-        r |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
-              "others range": reading["others range"], "cause said": cause_clause(reading, margin, "; ".join(mechanism))}
+        r |= as_fields(reading) | {"cause said": cause_clause(reading, margin, "; ".join(mechanism))}
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
                       + f"; {r['off objects']:.0%} of its points off every object"
@@ -268,10 +264,12 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     With ``group``, each named seed gets its cause against its arm's seeds (:func:`floor_cause` at
     ``margin``; ``caveats``: an arm's name as ``group`` gives it -> its selection caveat; ``val``:
     that name -> seed -> validation loss at its chosen period, set beside an outlier's)."""
+    def floor_of(r: Mapping, f: str | float) -> float:  # a floor: the record's column, or one number for every row
+        return float(r[f] if isinstance(f, str) else f)
+
     below = []
     for r in records:
-        under = {n: float(r[f] if isinstance(f, str) else f) for n, f in floors.items()
-                 if float(r[value]) < float(r[f] if isinstance(f, str) else f)}
+        under = {n: floor_of(r, f) for n, f in floors.items() if float(r[value]) < floor_of(r, f)}
         if under:
             below.append((r, {"seed of": label.format(**r), "value": float(r[value]), "floors": under}))
     if not below:
@@ -282,9 +280,6 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     def above(r: Mapping) -> list[float]:  # the off-object shares of r's arm's seeds above the floors
         return [float(o["off objects"]) for o in records if all(o is not x for x in low) and group.format(**o) == group.format(**r)]
 
-    def floor_of(r: Mapping, f: str | float) -> float:
-        return float(r[f] if isinstance(f, str) else f)
-
     def cause(r: Mapping, o: dict) -> str:  # r's place below its floors against its arm's seeds
         if group is None:
             return ""
@@ -292,8 +287,7 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
         j = next(k for k, x in enumerate(arm) if x is r)
         reading = floor_cause([float(x[value]) for x in arm], {n: [floor_of(x, f) for x in arm] for n, f in floors.items()},
                               j, margin)
-        o |= {"cause": reading["cause"], "cause floor": reading["floor"], "others over it": reading["others over it"],
-              "others range": reading["others range"]}
+        o |= as_fields(reading)
         mechanism = [BACKGROUND] if o.get("settles on background") else []
         losses = (val or {}).get(group.format(**r), {})
         if reading["cause"] == "outlier" and int(r["seed"]) in losses and len(losses) > 1:

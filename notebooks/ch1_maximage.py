@@ -304,7 +304,8 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # \text{hit}(p, B_k) = \mathbb{1}\big[\exists\, b \in B_k:\ x_0(b) \le p_x \le x_1(b),\ y_0(b) \le p_y \le y_1(b)\big]
 # $$ (eq-pointing-hit)
 #
-# with closed box edges, as there. Why this rule: it is the read-out of the public MultiGrounding
+# with closed box edges, as there (the public code is the paper authors' repository,
+# `github.com/hassanhub/MultiGrounding`). Why this rule: it is the read-out of that
 # evaluation code, whose area filter (below) the chapter already follows, so the filter and the
 # hit rule come from one protocol; the floors depend on the edges too (a centre point on a box's
 # far edge counts only when the edges are closed), so every floor is scored by it. An earlier
@@ -332,16 +333,17 @@ print(f"seeds {seeds}, {model} ({shown(pretrained)}) on {device}; images {data.s
 # bottom-right one: a point at $x = 20$ is inside the first box (closed edges) and one at
 # $x = 20.1$ is not; the hull of the two boxes is the whole image while their union is half
 # of it; on an 8×8 grid (cells of 5 pixels) the centre cells are the middle 2×2, the
-# pixels from 15 to 25, so a point at (19, 19) lies in them and one at (12, 19) does not. And
+# pixels 15 up to 25 (25 itself belongs to the next cell), so a point at (19, 19) lies in them and one at (12, 19) does not. And
 # the two rules on a 2×2 map whose top-left cell is best and top-right next: the cell-centre
 # rule points at (10, 10), inside the box (5, 5, 20, 20); resized, the map is flat over the
-# corner pixels up to the cell centres, so the argmax is the first of them, (0, 0), outside it.
+# corner pixels up to the cell centres, so the argmax is the first of them, (0, 0), outside it:
+# a hit by the older rule, a miss by the paper's.
 
 # %%
 display(show_source(mh.map_points, ev.pointing_hit, ev.AREA_RULES["hull"], ev.object_pointer_expectation))
 hw, star, moon = (40, 40), (0, 0, 20, 20), (20, 20, 40, 40)  # (H, W) and two boxes (x0, y0, x1, y1)
 assert ev.pointing_hit((20, 5), [star], hw, inclusive=True) and not ev.pointing_hit((20.1, 5), [star], hw, inclusive=True) and ev.AREA_RULES["hull"]([star, moon], hw) == 1.0 == 2 * ev.AREA_RULES["union"]([star, moon], hw)
-assert [mh.map_points(torch.tensor([[[1.0, 0.9], [0, 0]]]), [hw], r)[0] for r in mh.POINT_RULES] == [(0.0, 0.0), (10.0, 10.0)]  # resized, cell-centre
+assert (pts := [mh.map_points(torch.tensor([[[1.0, 0.9], [0, 0]]]), [hw], r)[0] for r in mh.POINT_RULES]) == [(0.0, 0.0), (10.0, 10.0)] and [ev.pointing_hit(p, [(5, 5, 20, 20)], hw, inclusive=True) for p in pts] == [False, True]  # resized misses, cell-centre hits
 assert ev.in_centre_cells([(19, 19), (12, 19)], [hw] * 2, (8, 8)).tolist() == [1.0, 0.0]  # centre cells of an 8x8 grid
 
 # %% [markdown]
@@ -458,16 +460,22 @@ selection_args = (parse, val_acc, len(data.val.images), base, min_box_area, area
 #
 # **Whose fault is a low seed?** Each named seed ends with a cause, read by one rule
 # ({func}`fgclip.studies.maximage.causes.floor_cause`) from the gaps $g_k = \text{acc}_k - f_k$
-# of every seed $k$ of its arm to each floor $f$. Seed $j$ is an **outlier** when
-# $g_j < \operatorname{median}_{k \neq j} g_k - $ `margin` against every floor it is below: a
-# margin below its arm's typical seed, however many seeds share its fate. An outlier's
+# of every seed $k$ of its arm to each floor $f$. Seed $j$ is an **outlier** when, against every
+# floor it is below, $\operatorname{median}_{k \neq j} g_k \ge 0$ and
+# $g_j < \operatorname{median}_{k \neq j} g_k - $ `margin`: its arm's typical seed clears the
+# floor and it lies a margin below that seed, however many seeds share its fate (where the
+# typical seed is below the floor too, the arm fails there, not the seed). An outlier's
 # mechanism is read where one is measured: heads that learned no ranking (a validation loss at
 # the value of heads that score every pair alike), word maps collapsed onto one cell or dead
-# units (beyond every seed above the floors by `share_margin`, where those diagnostics are
-# read), its own caption-blind saliency failing with it (its image head misses without the
-# caption too), or points that settle on background, which says where the seed fails, not why;
-# its validation loss beside its arm's says whether it ranks as well as they do. With none of
-# these, no mechanism is read. A seed that is not an outlier is its arm's: if the arm's typical
+# units (beyond every seed of its arm above the floors by `share_margin`; read for every trained
+# arm, on the validation images, and said as ruled out where none stands out), its own
+# caption-blind saliency failing with it (its image head misses without the caption too), or
+# points that settle on background, which says where the seed fails, not why; its validation
+# loss against its arm's typical seed (their median) says whether the retrieval loss itself
+# ranks it lower. With none of these, no mechanism is read. The saliency floor of a trained arm
+# is its own seed's saliency, not the main arm's: a seed is held to what its own image head
+# finds without the caption (held to the main arm's, every average-pooling seed would be named,
+# for a floor it was never trained to reach). A seed that is not an outlier is its arm's: if the arm's typical
 # other seeds clear the floor by less than `margin` on average, the cause is **the arm as
 # trained** (what the arm changes from the main arm, with how its selection went: an lr at the
 # grid's edge or a loss still falling at the budget is said with it, since design and training

@@ -23,9 +23,10 @@ def test_a_collapsed_seed_is_named_with_its_floors_and_cause():
     assert len(found) == 1 and found[0].startswith("main: seed 1 (0.100; below random point at 0.200 and caption-blind saliency of seed 1 at 0.300")
     assert ("its untrained heads 0.000; validation loss 2.900, other seeds 2.000-2.100; an outlier (at least the margin 0.05 "
             "below its arm's typical seed against every floor it is below: its other seeds clear random point by 0.200 at the "
-            "median, gaps +0.000 to +0.400): no mechanism read), seed 2 (0.200;") in found[0]
+            "median, gaps +0.000 to +0.400): its validation loss is above every other seed's (median 2.050): the retrieval loss "
+            "itself ranks it last), seed 2 (0.200;") in found[0]
     flat = msd.seed_findings(_scores([6, 1, 2]), [0, 1, 2], ["main"], curves, flat={"main": 2.9})[0]
-    assert "gaps +0.000 to +0.400): its heads learned no ranking (above)), seed 2" in flat
+    assert "gaps +0.000 to +0.400): its heads learned no ranking (above); its validation loss is above" in flat
 
 
 def test_an_arms_own_saliency_is_its_floor_and_a_known_cause_is_said():
@@ -177,7 +178,10 @@ def test_a_seed_a_margin_below_its_arms_typical_seed_is_an_outlier_and_otherwise
     with pytest.raises(ValueError, match="below none"):
         msd.floor_cause([0.32, 0.1], {"f": [0.3, 0.3]}, 0, 0.05)
     rows = msd.below_floor(_scores([3, 1, 2]), [0, 1, 2], ["main"], margin=0.05, causes={"main": "shuffled"})
-    assert [(r["cause"], r["known"]) for r in rows] == [("outlier", "shuffled"), ("the arm as trained", "shuffled")]
+    # seed 1 lies 0.2 below its saliency, but its arm's typical seed is itself below that floor: the arm's, no outlier
+    assert [(r["cause"], r["known"]) for r in rows] == [("the arm as trained", "shuffled")] * 2
+    collapsed = [0.004, 0.15, 0.027, 0.022, 0.12]  # most seeds below the random point: every low one is the arm's
+    assert {msd.floor_cause(collapsed, {"r": [0.101] * 5}, k, 0.05)["cause"] for k in (0, 2, 3)} == {"the arm as trained"}
 
 
 def test_an_outlier_whose_own_saliency_fails_with_it_is_said_to_miss_without_the_caption():
@@ -193,6 +197,34 @@ def test_an_outlier_on_background_that_ranks_as_well_is_read_as_a_solution_the_l
     off = {"main": np.array([[0.0] * 10, [1.0] * 8 + [0.0] * 2, [0.0] * 10])}
     curves = [{"arm": "main", "chosen_periods": 1, "seeds": {0: {"val": [2.0]}, 1: {"val": [2.05]}, 2: {"val": [2.1]}}}]
     found = msd.seed_findings(_scores([6, 1, 6]), [0, 1, 2], ["main"], curves, off=off)[0]
-    assert "its points settle on background (why is not read); it ranks as well as its arm's other seeds" in found
+    assert ("its points settle on background (why is not read); it ranks as well as its arm's typical seed (validation loss "
+            "at or below their median, 2.050), so the retrieval loss did not prefer") in found
     curves[0]["seeds"][1]["val"] = [2.5]  # it ranks worse: no such reading
     assert "ranks as well" not in msd.seed_findings(_scores([6, 1, 6]), [0, 1, 2], ["main"], curves, off=off)[0]
+
+
+def test_an_outliers_loss_is_read_against_its_arms_typical_seed_not_only_its_worst():
+    rest = [2.0, 2.1, 2.3, 2.9]  # median 2.2
+    assert msd.loss_rank(2.15, rest, False).startswith("it ranks as well as its arm's typical seed")
+    assert "did not prefer" in msd.loss_rank(2.2, rest, True) and "did not prefer" not in msd.loss_rank(2.2, rest, False)
+    assert "ranks it lower, not last" in msd.loss_rank(2.5, rest, True)  # worse than typical, better than the worst:
+    assert "did not prefer" not in msd.loss_rank(2.5, rest, True)  # no longer read as 'ranks as well'
+    assert "ranks it last" in msd.loss_rank(3.0, rest, True)
+
+
+def test_a_low_seeds_collapse_diagnostics_are_set_beside_its_arms_seeds_above_the_floors():
+    diag = {0: {"word pairs on one cell": 0.2, "dead hidden units": 0.0}, 1: {"word pairs on one cell": 0.9, "dead hidden units": 0.01},
+            2: {"word pairs on one cell": 0.25, "dead hidden units": 0.0}}
+    words, found = msd.diagnostics_beside(1, diag, {1}, 0.05)
+    assert words == ("; on the validation images word pairs on one cell 90% (its arm's seeds above the floors 20%-25%), "
+                     "dead hidden units 1% (its arm's seeds above the floors 0%)")
+    assert found == ["word pairs on one cell 90% on the validation images, beyond every seed of its arm above the floors"]
+    diag[1]["word pairs on one cell"] = 0.27  # within the margin of the others: nothing sets it apart, and it is said
+    assert msd.diagnostics_beside(1, diag, {1}, 0.05)[1] == [
+        "neither word pairs on one cell nor dead hidden units sets it apart from its arm's seeds above the floors"]
+    assert msd.diagnostics_beside(5, diag, {1}, 0.05) == ("", [])  # not recorded: nothing said
+    curves = [{"arm": "main", "chosen_periods": 1, "seeds": {s: {"val": [2.0], "diagnostics": d} for s, d in diag.items()}}]
+    assert msd.arm_diagnostics(curves, "main") == diag and msd.arm_diagnostics(curves, "other") == {}
+    found = msd.seed_findings(_scores([6, 1, 6]), [0, 1, 2], ["main"], curves)[0]
+    assert "on the validation images word pairs on one cell 27% (its arm's seeds above the floors 20%-25%)" in found
+    assert "neither word pairs on one cell nor dead hidden units sets it apart" in found

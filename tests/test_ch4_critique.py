@@ -74,9 +74,12 @@ def _avg(rec: dict, arm_b: str) -> dict:
 
 
 def _reads(v: dict, verdict: str, *numbers: float) -> bool:
-    """The verdict is ``verdict`` and prints as ``numbers`` (difference, then the interval)."""
-    return v["verdict"] == verdict and [_f(x) for x in numbers] == [_f(v[k]) for k in
-                                                                    ("difference", "ci_low", "ci_high")[:len(numbers)]]
+    """The verdict is ``verdict`` and prints as ``numbers`` (difference, then the interval), to
+    one unit of the printed last digit: fp32 kernels differ between CPUs (AVX2, AVX-512) in the
+    fourth decimal, which can tip a rounding (a bound of 0.0084 on one CPU, 0.0086 on another);
+    the verdict itself must be the same."""
+    got = [v[k] for k in ("difference", "ci_low", "ci_high")[:len(numbers)]]
+    return v["verdict"] == verdict and all(abs(x - y) <= 0.0015 for x, y in zip(numbers, got))
 
 
 def _check(rec: dict, arm: str) -> dict:

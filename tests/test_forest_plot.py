@@ -46,6 +46,9 @@ def test_one_row_per_verdict_coloured_by_outcome():
         assert sorted(segment[:, 0]) == pytest.approx([v.ci_low, v.ci_high])
     assert any(list(line.get_xdata()) == [0, 0] for line in ax.lines)  # the line at zero
     assert not ax.patches  # no margin given, none shaded
+    ticks = [line for line in ax.lines if line.get_gid() == "seed differences"]  # each seed's own A - B below its row
+    assert [list(t.get_xdata()) for t in ticks] == [pytest.approx(list(v.seed_differences)) for v in vs]
+    assert [t.get_ydata()[0] for t in ticks] == pytest.approx([0.22, 1.22, 2.22]) and all(len(v.seed_differences) == 3 for v in vs)
     plt.close(fig)
 
 

@@ -223,3 +223,21 @@ def test_power_check_sets_half_the_larger_of_effect_and_margin_as_target():
     assert wide["target"] == pytest.approx(0.5) and wide["met"]
     noisy = compare(a + 0.3 * rng.standard_normal((3, 40)), a, claim="c", arms=("x", "y"), unit="u", margin=0.001)
     assert not power_check(noisy)["met"]
+
+
+def test_an_equivalence_that_excludes_zero_names_the_arm_ahead_and_a_bound_on_the_margin_gets_a_digit():
+    from dataclasses import replace
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.5, 0.02, (5, 400))
+    v = compare(a - 0.02, a, claim="c", arms=("new", "old"), unit="units", seed=0, margin=0.05)  # lower by 0.02, tightly
+    assert v.verdict == EQUIVALENT and v.ci_high < 0
+    assert v.brief().endswith("**equivalent within ±0.05** (old ahead, by less than the margin: the interval excludes 0)")
+    assert "(old ahead" in v.sentence()
+    flipped = replace(v, higher_is_better=False)  # lower is better: the lower arm is ahead
+    assert "(new ahead" in flipped.brief()
+    loose = compare(a + rng.normal(0, 0.02, a.shape), a, claim="c", arms=("new", "old"), unit="units", seed=0, margin=0.05)
+    assert loose.ci_low < 0 < loose.ci_high and "ahead" not in loose.brief()
+    edge = replace(v, ci_low=-0.0203, ci_high=0.04964)  # rounds onto the margin at 3 digits
+    assert "[-0.0203, +0.0496]" in edge.brief() and "to +0.0496;" in edge.sentence()
+    assert "[-0.020, +0.040]" in replace(v, ci_low=-0.0203, ci_high=0.0403).brief()  # away from it: 3 digits

@@ -95,22 +95,37 @@ class Verdict:
             units += f" in {self.n_clusters} {self.cluster_unit}"
         return f"{seeds} x {units}"
 
+    def _ci_digits(self, digits: int) -> int:
+        """One digit more where a bound of the interval rounds onto ±margin: there the verdict
+        turns on a digit the printout would hide (0.0496 'equivalent', 0.0501 'cannot tell')."""
+        m = self.margin
+        near = m is not None and any(round(abs(x), digits) == round(m, digits) for x in (self.ci_low, self.ci_high))
+        return digits + 1 if near else digits
+
+    def _excludes_zero(self) -> str:
+        """For an 'equivalent' whose interval excludes 0: which arm is ahead, by less than the margin."""
+        if self.verdict != EQUIVALENT or self.ci_low <= 0 <= self.ci_high:
+            return ""
+        ahead = self.arms[0] if (self.ci_low > 0) == self.higher_is_better else self.arms[1]
+        return f" ({ahead} ahead, by less than the margin: the interval excludes 0)"
+
     def sentence(self, digits: int = 3) -> str:
         """The sentence a chapter prints for this comparison."""
         a, b = self.arms
-        pct = f"{self.confidence:.0%}"
+        pct, d = f"{self.confidence:.0%}", self._ci_digits(digits)
         return (f"{self.claim}: {a} {self.mean_a:.{digits}f} vs {b} {self.mean_b:.{digits}f}, "
-                f"difference {self.difference:+.{digits}f} ({pct} CI {self.ci_low:+.{digits}f} "
-                f"to {self.ci_high:+.{digits}f}; {self.size()}; {self.seeds_agreeing} of "
-                f"{self.n_seeds} seeds agree in sign): **{self.outcome}**.")
+                f"difference {self.difference:+.{digits}f} ({pct} CI {self.ci_low:+.{d}f} "
+                f"to {self.ci_high:+.{d}f}; {self.size()}; {self.seeds_agreeing} of "
+                f"{self.n_seeds} seeds agree in sign): **{self.outcome}**{self._excludes_zero()}.")
 
     def brief(self, digits: int = 3) -> str:
         """The comparison as a clause for prose: both means, the difference, its interval
         and the outcome (:meth:`sentence` adds the claim, the units and the seeds)."""
         a, b = self.arms
+        d = self._ci_digits(digits)
         return (f"{a} {self.mean_a:.{digits}f} vs {b} {self.mean_b:.{digits}f}, difference "
-                f"{self.difference:+.{digits}f} [{self.ci_low:+.{digits}f}, {self.ci_high:+.{digits}f}], "
-                f"**{self.outcome}**")
+                f"{self.difference:+.{digits}f} [{self.ci_low:+.{d}f}, {self.ci_high:+.{d}f}], "
+                f"**{self.outcome}**{self._excludes_zero()}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe record with the keys every chapter's results.json carries."""

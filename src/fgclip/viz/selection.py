@@ -10,7 +10,7 @@ from .style import COLUMN_WIDTH
 
 def plot_selection_curves(selections: Sequence, title: str = "validation curves of every trained reader") -> plt.Figure:
     """One panel per arm: the mean validation curve of each learning rate over the selection
-    seeds, the chosen (lr, epoch) marked; an arm whose best epoch lies within the budget's last
+    seeds (each seed's own curve thin beside it), the chosen (lr, epoch) marked; an arm whose best epoch lies within the budget's last
     P (:attr:`~fgclip.train.selection.Selection.patience`) is titled 'not converged', one whose
     lr is at an end of the grid 'lr at edge'."""
     n = len(selections)
@@ -20,7 +20,9 @@ def plot_selection_curves(selections: Sequence, title: str = "validation curves 
     for ax, sel in zip(axes.flat, selections):
         for lr in sel.curves:
             curve = sel.mean_curve(lr)
-            ax.plot(range(1, len(curve) + 1), curve, marker=".", lw=1, label=f"lr {lr:g}")
+            (line,) = ax.plot(range(1, len(curve) + 1), curve, marker=".", lw=1, label=f"lr {lr:g}")
+            for seed_curve in sel.curves[lr] if len(sel.curves[lr]) > 1 else []:  # each seed thin, in its lr's colour
+                ax.plot(range(1, len(seed_curve) + 1), seed_curve, lw=0.5, alpha=0.45, color=line.get_color(), gid="seed curve")
         ax.plot([sel.epochs], [sel.score], "k*", ms=9)
         flags = ([] if sel.converged else ["not converged"]) + (["lr at edge"] if getattr(sel, "lr_edge", "") else [])
         ax.set_title(sel.arm + (f" ({', '.join(flags)})" if flags else ""), fontsize=7)

@@ -41,7 +41,7 @@ def outcome_colour(verdict: Verdict):
 def forest_plot(verdicts: Sequence[Verdict], ax: plt.Axes | None = None, margin: float | None = None,
                 title: str | None = None) -> plt.Figure:
     """Draw one row per verdict (:func:`row_label` on the axis; A - B and its interval, coloured by
-    outcome), a line at zero and the equivalence margin [-margin, +margin] shaded when given.
+    outcome, with each seed's own difference as a tick just below it), a line at zero and the equivalence margin [-margin, +margin] shaded when given.
     Returns the figure (a new one sized to the rows unless ``ax`` is given)."""
     verdicts = list(verdicts)
     if not verdicts:
@@ -57,6 +57,8 @@ def forest_plot(verdicts: Sequence[Verdict], ax: plt.Axes | None = None, margin:
     for row, (v, colour) in enumerate(zip(verdicts, colours)):
         err = [[v.difference - v.ci_low], [v.ci_high - v.difference]]
         ax.errorbar(v.difference, row, xerr=err, fmt="o", color=colour, ms=4, capsize=2, lw=1.2)
+        if len(v.seed_differences) > 1:  # every seed's own A - B, just below its row: the spread the mean hides
+            ax.plot(v.seed_differences, [row + 0.22] * len(v.seed_differences), "|", color=colour, ms=5, alpha=0.7, gid="seed differences")
     ax.set_yticks(range(len(verdicts)), [row_label(v) for v in verdicts], fontsize=7)
     ax.set_ylim(len(verdicts) - 0.5, -0.5)  # the first verdict on top
     levels = sorted({f"{v.confidence:.0%}" for v in verdicts})

@@ -21,6 +21,7 @@ from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from .data import Split, load_split, subset_split
 from .evaluation import shuffled_caption_image
 from .heads import TrainConfig, make_heads, train_heads
+from .init_census import seed_diagnostics
 from .replicas import steps_per_pass, train_stacks
 
 
@@ -182,11 +183,16 @@ def train_more(arm: Arm, data: Splits, selections: Sequence[Selection], seeds: S
 def train_logged(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int,
                  log: list[Selection], curves: list[dict] | None = None) -> list[MaxImageHeads]:
     """:func:`train_selected`, its selection appended to ``log`` and its per-seed curves to
-    ``curves`` (a trained arm's): the heads."""
+    ``curves`` (a trained arm's), each seed's with its collapse diagnostics on the validation
+    images (:func:`~fgclip.studies.maximage.init_census.seed_diagnostics`: no boxes read, so a
+    low seed of any arm can be read for a mechanism): the heads."""
     heads, sel, record = train_selected(arm, data, grid, seeds, period)
     if sel is not None:
         log.append(sel)
         if curves is not None:
+            diag = seed_diagnostics(heads, data.val)  # name -> (n_seeds,)
+            for k, s in enumerate(seeds):
+                record["seeds"][s]["diagnostics"] = {n: float(x[k]) for n, x in diag.items()}
             curves.append(record)
     return heads
 

@@ -1,10 +1,13 @@
 """Chapter 1's rule for the cause of a seed below a floor, one rule for every arm.
 
-A seed is an *outlier* when it lies at least a margin below its arm's typical seed (the median
-of the others) against every floor it is below: its own failure, whose mechanism the chapter
-reads apart. Any other seed below a floor is its arm's: the arm as trained, when its typical
+A seed is an *outlier* when, against every floor it is below, its arm's typical seed (the median
+of the others) clears that floor and the seed lies at least a margin below it: its own failure,
+whose mechanism the chapter reads apart (an arm whose typical seed is below a floor fails there as
+an arm, not through one seed). Any other seed below a floor is its arm's: the arm as trained, when its typical
 seeds clear the floor by less than the margin, or the arm's seed-to-seed spread, when they clear
-it by more. :func:`cause_clause` says the reading in words.
+it by more. :func:`cause_clause` says the reading in words; :func:`loss_rank`, :func:`diagnostics_beside` and
+:func:`settles` read what sets an outlier apart (its validation loss, its collapse diagnostics,
+its points off every object) against its arm's other seeds.
 """
 from __future__ import annotations
 
@@ -14,20 +17,25 @@ import numpy as np
 
 
 def _is_outlier(gaps: Mapping[str, Sequence[float]], k: int, margin: float) -> bool:
-    """Seed k is below at least one floor, and at least ``margin`` below the median of the arm's
-    other seeds' gaps to every floor it is below (``gaps``: floor -> g_i per seed of the arm)."""
+    """Seed k is below at least one floor and, against every floor it is below, the arm's typical
+    other seed (the median of their gaps) clears that floor while seed k lies at least ``margin``
+    below it (``gaps``: floor -> g_i per seed of the arm). Where the typical seed is itself below
+    the floor, the arm is, and no seed of it is an outlier there."""
     under = [n for n, g in gaps.items() if g[k] < 0]
-    return bool(under) and all(g[k] < float(np.median([x for i, x in enumerate(gaps[n]) if i != k])) - margin
-                               for n, g in ((n, gaps[n]) for n in under))
+
+    def typical(n: str) -> float:
+        return float(np.median([x for i, x in enumerate(gaps[n]) if i != k]))
+    return bool(under) and all(typical(n) >= 0 and gaps[n][k] < typical(n) - margin for n in under)
 
 
 def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
     """Whose is seed j's place below its floors, the arm's or its own? With the gaps
     g_k^f = acc_k - f_k of every seed k of the arm to every floor f:
 
-    * "outlier": against every floor f it is below, g_j^f < median_{k != j} g_k^f - margin
-      (a margin below its arm's typical seed, however many seeds share its fate): the seed's own
-      failure, whose mechanism is read apart;
+    * "outlier": against every floor f it is below, median_{k != j} g_k^f >= 0 and
+      g_j^f < median_{k != j} g_k^f - margin (its arm's typical seed clears f, and it lies a margin
+      below that seed, however many seeds share its fate): the seed's own failure, whose mechanism
+      is read apart; an arm whose typical seed is below f has no outlier against f;
     * "the arm as trained": else, if for every such f the mean gap of the other seeds that are no
       outliers is under ``margin``: the arm clears that floor by less than the margin;
     * "the arm's spread": else: the arm clears the floor by the margin on average, and its
@@ -79,6 +87,50 @@ def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: s
                 + (f"; the arm's selection: {caveat}, so its design and its training cannot be told apart here"
                    if caveat and not control else "") + f"){where}")
     return f"cause: the arm's seed-to-seed spread, not a failure of its own ({said}){where}"
+
+
+def span(shares: Sequence[float]) -> str:
+    """A range of shares as the findings print it: "30%" when it rounds to one value, else "11%-44%"."""
+    lo, hi = f"{min(shares):.0%}", f"{max(shares):.0%}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+def loss_rank(v: float, rest: Sequence[float], background: bool) -> str:
+    """An outlier's validation loss v read against its arm's other seeds' (``rest``): as low as
+    their median (it ranks as well as its arm's typical seed, so the loss does not tell its solution
+    apart; with ``background``, the one on background), above every one of them (the loss itself
+    ranks it last), or in between (the loss ranks it below the typical seed, not last)."""
+    m = float(np.median(rest))
+    if v <= m:
+        return (f"it ranks as well as its arm's typical seed (validation loss at or below their median, {m:.3f})"
+                + (", so the retrieval loss did not prefer its arm's solution to this one on background" if background else ""))
+    if v > max(rest):
+        return f"its validation loss is above every other seed's (median {m:.3f}): the retrieval loss itself ranks it last"
+    return f"its validation loss lies above its arm's typical seed's ({m:.3f}), below the worst: the loss ranks it lower, not last"
+
+def diagnostics_beside(seed: int, diag: Mapping[int, Mapping[str, float]], low: set[int], by: float
+                       ) -> tuple[str, list[str]]:
+    """A low seed's collapse diagnostics (``diag``: seed -> name -> share, validation images)
+    beside its arm's seeds above the floors (those not in ``low``): the words, and as mechanisms
+    each diagnostic at least ``by`` beyond every one of them (:func:`settles`' rule), or, where
+    none is, that none sets it apart (nothing, where no seed is above the floors). ("", []) where
+    the seed's were not recorded."""
+    if seed not in diag:
+        return "", []
+    words, mechanism = [], []
+    above = [s for s in diag if s not in low]
+    for n, x in diag[seed].items():
+        up = [float(diag[s][n]) for s in above]
+        words.append(f"{n} {x:.0%}" + (f" (its arm's seeds above the floors {span(up)})" if up else ""))
+        if settles(float(x), up, by):
+            mechanism.append(f"{n} {x:.0%} on the validation images, beyond every seed of its arm above the floors")
+    neither = f"neither {' nor '.join(diag[seed])} sets it apart from its arm's seeds above the floors"
+    return "; on the validation images " + ", ".join(words), mechanism or ([neither] if above else [])
+
+def settles(share: float, above: Sequence[float], by: float) -> bool:
+    """The chapter's one rule: a seed below a floor *settles on background* when its share of
+    points off every object is at least ``by`` above that of every seed of its arm above the
+    floors (none above: not read)."""
+    return bool(len(above)) and share >= max(above) + by
 
 
 FIELDS = {"cause": "cause", "floor": "cause floor", "others over it": "others over it", "others range": "others range"}

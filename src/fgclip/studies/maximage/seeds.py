@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .causes import as_fields, cause_clause, floor_cause, from_fields
+from .causes import as_fields, cause_clause, diagnostics_beside, floor_cause, from_fields, loss_rank, settles, span
 
 BACKGROUND = "its points settle on background (why is not read)"  # where an outlier fails, said as one
 
@@ -61,17 +61,20 @@ def below_floor(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: Se
     return out
 
 
-def span(shares: Sequence[float]) -> str:
-    """A range of shares as the findings print it: "30%" when it rounds to one value, else "11%-44%"."""
-    lo, hi = f"{min(shares):.0%}", f"{max(shares):.0%}"
-    return lo if lo == hi else f"{lo}-{hi}"
-
-
 def at_flat_loss(loss: float, flat: float, tol: float = 0.05) -> bool:
     """A seed's validation loss lies within ``tol`` (relative) of ``flat``, the loss of heads
     that score every pair alike (:meth:`~fgclip.studies.maximage.arms.ArmSet.flat_losses`):
     its heads rank a caption's own image no higher than the hardest other, on average."""
     return abs(loss - flat) <= tol * abs(flat)
+
+
+def arm_diagnostics(curves: Sequence[dict], arm: str) -> dict[int, dict[str, float]]:
+    """seed -> its collapse diagnostics on the validation images, as
+    :func:`~fgclip.studies.maximage.arms.train_logged` records them ({} if none)."""
+    for rec in curves:
+        if rec["arm"] == arm:
+            return {int(s): c["diagnostics"] for s, c in rec["seeds"].items() if "diagnostics" in c}
+    return {}
 
 
 def last_val_losses(curves: Sequence[dict], arm: str) -> dict[int, float]:
@@ -99,8 +102,9 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     construction (a control), said after its name; each named seed is read by :func:`settles`
     against its arm's seeds above the floors (``by``: the share margin); ``flat``: arm -> the
     loss of heads that score every pair alike, and a named seed whose validation loss sits
-    there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed). Each
-    named seed ends with its cause (:func:`floor_cause` at ``margin``, :func:`cause_clause`, with
+    there (:func:`at_flat_loss`) is said to have learned no ranking (its heads collapsed); its
+    collapse diagnostics, where ``curves`` recorded them, are set beside its arm's seeds above the
+    floors (:func:`diagnostics_beside`). Each named seed ends with its cause (:func:`floor_cause` at ``margin``, :func:`cause_clause`, with
     ``caveats``: arm -> its selection caveat)."""
     own, causes, flat, caveats = own or {}, causes or {}, flat or {}, caveats or {}
     rows = below_floor(scores, seeds, arms, own=own, margin=margin)
@@ -110,6 +114,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
     for arm in dict.fromkeys(r["arm"] for r in rows):
         val = last_val_losses(curves, arm)
         parts = []
+        low_seeds = {r["seed"] for r in rows if r["arm"] == arm}
         for r in (r for r in rows if r["arm"] == arm):
             j = list(seeds).index(r["seed"])
             mechanism = []
@@ -126,12 +131,14 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                             + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors"))
                 if settles(float(share[j]), up, by):
                     mechanism.append(BACKGROUND)
+            words, found = diagnostics_beside(r["seed"], arm_diagnostics(curves, arm), low_seeds, by)
+            bits += [words.removeprefix("; ")] if words else []
+            mechanism += found
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
                 bits.append(f"validation loss {val[r['seed']]:.3f}, other seeds {min(others):.3f}-{max(others):.3f}")
-                if r["cause"] == "outlier" and val[r["seed"]] <= max(others) and BACKGROUND in mechanism:
-                    mechanism.append("it ranks as well as its arm's other seeds (validation loss above), so the retrieval "
-                                     "loss did not prefer their solution to this one on background")
+                if r["cause"] == "outlier":
+                    mechanism.append(loss_rank(val[r["seed"]], others, BACKGROUND in mechanism))
             if r["seed"] in val and arm in flat and at_flat_loss(val[r["seed"]], flat[arm]):
                 bits.append(f"its heads collapsed: the validation loss is that of heads scoring every pair alike "
                             f"({flat[arm]:.3f}), so they learned no ranking")
@@ -225,7 +232,12 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
         reading = floor_cause(acc, means, j, margin)
         mechanism = [f"{n} {r[n]:.0%}, beyond every seed above the floors" for n, x in diag.items()
                      if settles(r[n], [float(v) for s, v in zip(seeds, x) if s not in low], by)]
+        if diag and not mechanism and len(low) < len(seeds):
+            mechanism.append(f"neither {' nor '.join(diag)} sets it apart from the seeds above the floors")
         mechanism += [BACKGROUND] if r["settles on background"] else []
+        if reading["cause"] == "outlier" and int(r["seed"]) in val and len(val) > 1:
+            mechanism.append(loss_rank(val[int(r["seed"])], [v for s, v in val.items() if s != int(r["seed"])],
+                                       r["settles on background"]))
         r |= as_fields(reading) | {"cause said": cause_clause(reading, margin, "; ".join(mechanism))}
     named = ", ".join(f"seed {r['seed']} ({r['accuracy']:.3f}, below "
                       + " and ".join(f"{n} {v:.3f}" for n, v in r["floors"].items())
@@ -244,17 +256,10 @@ def seeds_below_sentence(arm: str, seeds: Sequence[int], hits: np.ndarray, off: 
                   f"object{where}")
 
 
-def settles(share: float, above: Sequence[float], by: float) -> bool:
-    """The chapter's one rule: a seed below a floor *settles on background* when its share of
-    points off every object is at least ``by`` above that of every seed of its arm above the
-    floors (none above: not read)."""
-    return bool(len(above)) and share >= max(above) + by
-
-
 def records_below(records: Sequence[Mapping], label: str, value: str, floors: Mapping[str, str | float],
                   group: str | None = None, by: float = 0.05, margin: float = 0.05,
-                  caveats: Mapping[str, str] | None = None, val: Mapping[str, Mapping[int, float]] | None = None
-                  ) -> tuple[list[dict], str]:
+                  caveats: Mapping[str, str] | None = None, val: Mapping[str, Mapping[int, float]] | None = None,
+                  diag: Mapping[str, Mapping[int, Mapping[str, float]]] | None = None) -> tuple[list[dict], str]:
     """Per-seed table rows (``records``: one dict per arm and seed, as the bias-sweep and
     batch-size tables) whose ``value`` lies below a floor: ``floors`` maps a floor's name to the
     record's column holding it or to one number for every row. ``label`` is a format string
@@ -263,7 +268,8 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
     above the floors, and the seed is read by :func:`settles` (the chapter passes its share margin).
     With ``group``, each named seed gets its cause against its arm's seeds (:func:`floor_cause` at
     ``margin``; ``caveats``: an arm's name as ``group`` gives it -> its selection caveat; ``val``:
-    that name -> seed -> validation loss at its chosen period, set beside an outlier's)."""
+    that name -> seed -> validation loss at its chosen period, set beside an outlier's; ``diag``:
+    that name -> seed -> collapse diagnostics, set beside every named seed by :func:`diagnostics_beside`)."""
     def floor_of(r: Mapping, f: str | float) -> float:  # a floor: the record's column, or one number for every row
         return float(r[f] if isinstance(f, str) else f)
 
@@ -289,16 +295,18 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
                               j, margin)
         o |= as_fields(reading)
         mechanism = [BACKGROUND] if o.get("settles on background") else []
+        mine = {int(x["seed"]) for x in arm}  # the diagnostics of its arm's seeds only (a sweep's replicate is another arm)
+        words, found = diagnostics_beside(int(r["seed"]), {s: d for s, d in (diag or {}).get(group.format(**r), {}).items() if s in mine},
+                                          {int(x["seed"]) for x in low if group.format(**x) == group.format(**r)}, by)
+        o |= {"diagnostics": words.removeprefix("; on the validation images ")} if words else {}
+        mechanism += found
         losses = (val or {}).get(group.format(**r), {})
         if reading["cause"] == "outlier" and int(r["seed"]) in losses and len(losses) > 1:
             o["validation loss"] = v = losses[int(r["seed"])]
             rest = [x for s, x in losses.items() if s != int(r["seed"])]
-            same = v <= max(rest)  # it ranks as well as they do
-            mechanism.append(f"validation loss {v:.3f}, its arm's other seeds {min(rest):.3f}-{max(rest):.3f}"
-                             + (": it ranks as well as they do" if same else ": above every other seed's")
-                             + (", so the retrieval loss did not prefer its arm's solution to this one on background"
-                                if same and o.get("settles on background") else ""))
-        return "; " + cause_clause(reading, margin, "; ".join(mechanism), (caveats or {}).get(group.format(**r), ""))
+            mechanism.append(f"validation loss {v:.3f}, its arm's other seeds {min(rest):.3f}-{max(rest):.3f}: "
+                             + loss_rank(v, rest, bool(o.get("settles on background"))))
+        return words + "; " + cause_clause(reading, margin, "; ".join(mechanism), (caveats or {}).get(group.format(**r), ""))
 
     def said(r: Mapping, o: dict) -> str:
         head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())
@@ -350,9 +358,10 @@ def bias_and_batch_below(sweep, dot_sweep, batch: Sequence[Mapping], centre: flo
              for r in rows} | {f"B={r['batch_size']}": f"B={r['batch_size']}" for r in batch}  # group -> its selection's name
     arm_caveat = {g: sel.get(n, "") for g, n in names.items()}
     val = {g: arm_val_losses(curves, n) for g, n in names.items()}
+    diag = {g: arm_diagnostics(curves, n) for g, n in names.items()}
     bias, bias_text = records_below(rows, "{arm} seed {seed}", "model", _floors_in(rows, {
-        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin, arm_caveat, val)
+        "centre point of its world": "centre point", own: "caption-blind saliency"}), "{arm}", by, margin, arm_caveat, val, diag)
     bs, bs_text = records_below(batch, "B={batch_size} seed {seed}", "pointing", _floors_in(batch, {
         "centre point": centre, "random point": random, own: "caption-blind saliency"}), "B={batch_size}", by, margin, arm_caveat,
-        val)
+        val, diag)
     return bias + bs, f"seeds of the centre-bias arms: {bias_text}; of the batch-size arms: {bs_text}"

@@ -872,4 +872,4 @@ write_results(results_path, {
     "off_objects_per_seed": {a: x.mean(axis=1).tolist() for a, x in off.items()}, "own_saliency_per_seed": {a: x.mean(axis=1).tolist() for a, x in own_sal.items()}, "grounding_seeds": g_seeds, "grounding_below_floor": g_below, "grounding_diagnostics": {k: x.tolist() for k, x in g_diag.items()}, "longer_run_below_floor": long_below[0] if lng else [], "grounding_per_seed": {a: x.mean(axis=1).tolist() for a, x in gx.items()},
     "grounding_off_objects_per_seed": g_off.mean(axis=1).tolist(), "other_below_floor": other[0], "locality": loc.to_dict(), "frozen_token_readings": loc_v,
     "selectivity": dict(
-        n_pairs=len(pairs), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");
+        n_pairs=len(pairs), phrase_pairs=[[int(a), int(b)] for a, b in pairs], object_pointer_per_pair=ev.object_pointer_pairs(test, pairs).tolist(), object_pointer_floor=sel_v.mean_b, model_per_seed=sel_x.mean(axis=1).tolist())}, chapter="ch1");

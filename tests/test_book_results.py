@@ -104,3 +104,13 @@ def test_every_verdict_record_names_its_cluster_unit_and_margin(name):
 def test_the_nested_walk_finds_a_record_without_a_margin():
     record = {"controls": [{"test": {"verdict": "cannot tell", "ci_low": 0, "cluster_unit": "images", "margin": None}}]}
     assert [p for p, r in _nested_verdicts(record) if r.get("margin") is None] == ["/controls[0]/test"]
+
+
+def test_chapter1_records_its_selectivity_pairs_and_the_floor_on_them():
+    """Issue 31: the selectivity floor is the object pointer on the very pairs the model is
+    scored on, and the record lets a reader check it (the pairs, the floor per pair)."""
+    name = next(c for c in CHAPTERS if key(c) == "ch1")
+    sel = _built(name)["selectivity"]
+    assert len(sel["phrase_pairs"]) == sel["n_pairs"] == len(sel["object_pointer_per_pair"]) > 0
+    assert all(len(p) == 2 and p[0] != p[1] for p in sel["phrase_pairs"])
+    assert abs(sum(sel["object_pointer_per_pair"]) / sel["n_pairs"] - sel["object_pointer_floor"]) < 1e-9

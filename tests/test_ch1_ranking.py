@@ -77,25 +77,3 @@ def test_gradients_flow_and_bad_input_is_rejected():
         triplet_loss(S, 0.2, "soft")
     with pytest.raises(ValueError, match="temperature"):
         npair_loss(S, 0.0)
-
-
-def test_the_written_out_max_backward_gives_amaxs_numbers_and_a_tie_to_its_first_position():
-    import torch
-
-    from fgclip.methods.maximage import MaxOverPositions, ragged_pair_scores
-
-    torch.manual_seed(0)
-    v, t = torch.randn(3, 4, 5, 2, 3, requires_grad=True), torch.randn(3, 7, 5, requires_grad=True)  # (S, Bi, E, h, w), (S, W, E)
-    owner = torch.tensor([0, 0, 1, 2, 2, 3, 3]).expand(3, 7)
-    weights = torch.randn(3, 4, 4)
-    (ragged_pair_scores(v, t, owner, 4) * weights).sum().backward()
-    got = (v.grad.clone(), t.grad.clone())
-    v.grad = t.grad = None
-    pos = v.flatten(-2).transpose(-1, -2)  # (S, Bi, P, E)
-    per_word = (pos @ t.transpose(-1, -2).unsqueeze(-3)).amax(dim=-2)  # autograd's own max
-    onehot = (owner[..., None] == torch.arange(4)).float()
-    (per_word @ (onehot / onehot.sum(dim=-2, keepdim=True)) * weights).sum().backward()
-    assert torch.equal(got[0], v.grad) and torch.equal(got[1], t.grad)  # bit for bit
-    tie = torch.tensor([[[1.0], [1.0], [0.0]]], requires_grad=True)  # one image, positions 0 and 1 tie, E = 1
-    MaxOverPositions.apply(tie, torch.tensor([[2.0]])).sum().backward()
-    assert tie.grad.flatten().tolist() == [2.0, 0.0, 0.0]  # all of it to the first maximal position

@@ -92,48 +92,15 @@ def ragged_pair_scores(v: torch.Tensor, t: torch.Tensor, caption_of_word: torch.
     if v.ndim < 4 or t.ndim < 2 or v.shape[-3] != t.shape[-1] or caption_of_word.shape != t.shape[:-1]:
         raise ValueError(f"need v (..., Bi, E, h, w), t (..., W, E) and caption_of_word (..., W), got "
                          f"{tuple(v.shape)}, {tuple(t.shape)} and {tuple(caption_of_word.shape)}")
-    pos = v.flatten(-2).transpose(-1, -2)  # (..., Bi, P, E)
-    if aggregator == "maximage" and t.shape[:-2] == pos.shape[:-3]:  # the same replicas on both sides
-        per_word = MaxOverPositions.apply(pos, t)  # (..., Bi, W)
-    else:  # average pooling, or leading dimensions that broadcast: autograd's own backward
-        lead = torch.broadcast_shapes(pos.shape[:-3], t.shape[:-2])
-        m = (pos.flatten(-3, -2) @ t.transpose(-1, -2)).view(*lead, *pos.shape[-3:-1], t.shape[-2])  # (..., Bi, P, W)
-        per_word = m.amax(dim=-2) if aggregator == "maximage" else m.mean(dim=-2)  # (..., Bi, W)
+    *lead, bi, e, h, w = v.shape
+    pos = v.flatten(-2).transpose(-1, -2).reshape(*lead, bi * h * w, e)  # (..., Bi*P, E)
+    m = (pos @ t.transpose(-1, -2)).view(*lead, bi, h * w, t.shape[-2])  # (..., Bi, P, W)
+    per_word = m.amax(dim=-2) if aggregator == "maximage" else m.mean(dim=-2)  # (..., Bi, W)
     onehot = (caption_of_word[..., None] == torch.arange(n_captions, device=t.device)).to(t.dtype)  # (..., W, Bt)
     counts = onehot.sum(dim=-2, keepdim=True)  # (..., 1, Bt)
     if not (counts > 0).all():
         raise ValueError("every caption needs at least one word")
     return per_word @ (onehot / counts)
-
-
-class MaxOverPositions(torch.autograd.Function):
-    """max_{r,c} m_{r,c,d} of eq-maximage-score for every (image, word) of a batch, with the
-    backward pass written out because autograd's is wasteful here.
-
-    pos (..., Bi, P, E), t (..., W, E) -> (..., Bi, W). The gradient reaches m only at each
-    word's argmax position, so it is the one-hot-scattered G (..., Bi, P, W), and
-    dL/dpos = G t, dL/dt = G^T pos: two products of m's size. ``amax``'s backward builds the
-    same G through comparisons over the whole volume first; this costs about two thirds (one CPU
-    thread, 25 replicas of B = 64, 64 positions, 420 words: 0.56 s instead of 0.82 s forward
-    and backward) with the same numbers, bit for bit, wherever the maximum is unique. Where two
-    positions tie exactly, ``amax`` splits the gradient between them and this gives it all to
-    the first (both are subgradients of the max)."""
-
-    @staticmethod
-    def forward(ctx, pos: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        *lead, bi, p, e = pos.shape
-        m = (pos.reshape(*lead, bi * p, e) @ t.transpose(-1, -2)).view(*lead, bi, p, t.shape[-2])  # (..., Bi, P, W)
-        best, where = m.max(dim=-2)  # (..., Bi, W) each
-        ctx.save_for_backward(pos, t, where)
-        return best
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        pos, t, where = ctx.saved_tensors
-        *lead, bi, p, e = pos.shape
-        g = grad.new_zeros(*lead, bi, p, t.shape[-2]).scatter_(-2, where.unsqueeze(-2), grad.unsqueeze(-2))  # G (..., Bi, P, W)
-        return g @ t.unsqueeze(-3), g.reshape(*lead, bi * p, -1).transpose(-1, -2) @ pos.reshape(*lead, bi * p, e)
 
 
 def _mlp(d_in: int, d_out: int) -> nn.Sequential:

@@ -559,13 +559,14 @@ print(msd.off_object_sentence(off_read := msd.off_object_reading(scores, off, [a
 # They read one frozen model, with no training seed behind them: their units are phrases
 # clustered by image, and they are recorded apart from the chapter's verdicts between trained
 # arms (`frozen_token_readings` in `ch1.json`), which each rest on at least three seeds.
-# For the trained heads, two diagnostics of a collapse are set beside every low seed of the
-# main arm and of its longer run, where there is one (a run with none says so and records the
-# diagnostics of every seed, `grounding_diagnostics` in `ch1.json`;
-# {func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
+# For the trained heads, two diagnostics of a collapse are set beside every low seed
+# ({func}`fgclip.studies.maximage.init_census.seed_diagnostics`): the share of a
 # caption's word pairs whose maps peak on the same cell (the word-region similarity collapsed
 # onto one cell; the census reads the same measure on untrained heads) and the share of the
-# heads' hidden units that are never active on the test split (dead units).
+# heads' hidden units that are never active (dead units). The grounding test's seeds and the
+# longer run's are read on the test split (a run with no low seed says so and records every
+# seed's, `grounding_diagnostics` in `ch1.json`); every other trained arm's seeds on the
+# validation images, where their selection recorded them (`seed_curves`), no boxes involved.
 
 # %%
 M, UT, g_seeds = arms.main.name, arms.untrained.name, seeds + [seed + k for k in range(n_seeds, grounding_seeds)]  # the chapter's seeds, then fresh ones

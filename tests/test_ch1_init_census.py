@@ -276,7 +276,7 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
     assert [r["cause"] for r in rows] == ["outlier", "the arm as trained"]
     assert "B=8 seed 3 (0.405, below centre point 0.410; 10% of its points off every object, its arm's seeds above the " \
            "floors 20%-25%; cause: the arm as trained, not the seed (its arm's typical other seeds clear centre point by " \
-           "0.030 on average, gaps -0.380 to +0.040; the arm clears it by less than the margin 0.05; the arm's selection: " \
+           "0.030 on average (+0.020 at the median), gaps -0.380 to +0.040; the arm clears it by less than the margin 0.05; the arm's selection: " \
            "lr at the grid's smallest end, so its design and its training cannot be told apart here); no mechanism of its " \
            "own read)" in text
 

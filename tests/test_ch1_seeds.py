@@ -182,6 +182,11 @@ def test_a_seed_a_margin_below_its_arms_typical_seed_is_an_outlier_and_otherwise
     assert [(r["cause"], r["known"]) for r in rows] == [("the arm as trained", "shuffled")] * 2
     collapsed = [0.004, 0.15, 0.027, 0.022, 0.12]  # most seeds below the random point: every low one is the arm's
     assert {msd.floor_cause(collapsed, {"r": [0.101] * 5}, k, 0.05)["cause"] for k in (0, 2, 3)} == {"the arm as trained"}
+    # the triplet of the build of 12-06: seed 2 clears the random point and falls below its own saliency only, while
+    # the arm's typical seed is below the random point: the arm fails, so no seed of it is an outlier, on any floor
+    triplet, own = [0.153, 0.027, 0.119, 0.004, 0.022], [0.187, 0.003, 0.210, 0.003, 0.003]
+    reading = msd.floor_cause(triplet, {"r": [0.101] * 5, "own": own}, 2, 0.05)
+    assert reading["cause"] == "the arm as trained" and reading["others median"] == pytest.approx(0.010)
 
 
 def test_an_outlier_whose_own_saliency_fails_with_it_is_said_to_miss_without_the_caption():

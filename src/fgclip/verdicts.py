@@ -102,6 +102,11 @@ class Verdict:
         near = m is not None and any(round(abs(x), digits) == round(m, digits) for x in (self.ci_low, self.ci_high))
         return digits + 1 if near else digits
 
+    def interval(self, digits: int = 3) -> str:
+        """'[lo, hi]' as every printout shows the interval (a fourth digit where a bound rounds onto the margin)."""
+        d = self._ci_digits(digits)
+        return f"[{self.ci_low:+.{d}f}, {self.ci_high:+.{d}f}]"
+
     def _excludes_zero(self) -> str:
         """For an 'equivalent' whose interval excludes 0: which arm is ahead, by less than the margin."""
         if self.verdict != EQUIVALENT or self.ci_low <= 0 <= self.ci_high:
@@ -122,10 +127,8 @@ class Verdict:
         """The comparison as a clause for prose: both means, the difference, its interval
         and the outcome (:meth:`sentence` adds the claim, the units and the seeds)."""
         a, b = self.arms
-        d = self._ci_digits(digits)
         return (f"{a} {self.mean_a:.{digits}f} vs {b} {self.mean_b:.{digits}f}, difference "
-                f"{self.difference:+.{digits}f} [{self.ci_low:+.{d}f}, {self.ci_high:+.{d}f}], "
-                f"**{self.outcome}**{self._excludes_zero()}")
+                f"{self.difference:+.{digits}f} {self.interval(digits)}, **{self.outcome}**{self._excludes_zero()}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe record with the keys every chapter's results.json carries."""

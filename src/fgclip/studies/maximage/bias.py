@@ -142,10 +142,10 @@ def centre_prior_sentence(f: verdicts.Falsification) -> str:
                 "an excess of the margin ({:g}) is excluded").format(t.margin)
         return (f"{head.replace(f'**{f.conclusion}**', '**centre prior detected**')} The model trained at the highest "
                 f"bias puts more of its argmaxes in the centre cells of the unbiased test than the bias-0 model, "
-                f"{t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]; {size}.")
+                f"{t.difference:+.3f} {t.interval()}; {size}.")
     if not f.controls_pass or t.verdict == verdicts.A_BETTER:
-        return f"{head} The interval: {t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]."
+        return f"{head} The interval: {t.difference:+.3f} {t.interval()}."
     bound = "is excluded too" if t.ci_high <= t.margin else "is not"
-    return (f"{head} No centre prior detected ({t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]): "
+    return (f"{head} No centre prior detected ({t.difference:+.3f} {t.interval()}): "
             f"any excess of the centre-cell share above {max(t.ci_high, 0.0):.3f} is excluded; an excess "
             f"of the margin ({t.margin:g}) {bound}.")

@@ -1,9 +1,9 @@
 """Chapter 1's rule for the cause of a seed below a floor, one rule for every arm.
 
-A seed is an *outlier* when, against every floor it is below, its arm's typical seed (the median
-of the others) clears that floor and the seed lies at least a margin below it: its own failure,
-whose mechanism the chapter reads apart (an arm whose typical seed is below a floor fails there as
-an arm, not through one seed). Any other seed below a floor is its arm's: the arm as trained, when its typical
+A seed is an *outlier* when its arm's typical seed (the median of the others) clears every floor
+and, against every floor the seed is below, it lies at least a margin below that typical seed: its
+own failure, whose mechanism the chapter reads apart (an arm whose typical seed is below a floor
+fails as an arm, not through one seed). Any other seed below a floor is its arm's: the arm as trained, when its typical
 seeds clear the floor by less than the margin, or the arm's seed-to-seed spread, when they clear
 it by more. :func:`cause_clause` says the reading in words; :func:`loss_rank`, :func:`diagnostics_beside` and
 :func:`settles` read what sets an outlier apart (its validation loss, its collapse diagnostics,
@@ -17,25 +17,26 @@ import numpy as np
 
 
 def _is_outlier(gaps: Mapping[str, Sequence[float]], k: int, margin: float) -> bool:
-    """Seed k is below at least one floor and, against every floor it is below, the arm's typical
-    other seed (the median of their gaps) clears that floor while seed k lies at least ``margin``
-    below it (``gaps``: floor -> g_i per seed of the arm). Where the typical seed is itself below
-    the floor, the arm is, and no seed of it is an outlier there."""
+    """Seed k is below at least one floor, the arm's typical other seed (the median of their
+    gaps) clears every floor, and against every floor seed k is below it lies at least ``margin``
+    below that typical seed (``gaps``: floor -> g_i per seed of the arm). Where the typical seed
+    is itself below a floor, the arm fails, and no seed of it is an outlier."""
     under = [n for n, g in gaps.items() if g[k] < 0]
 
     def typical(n: str) -> float:
         return float(np.median([x for i, x in enumerate(gaps[n]) if i != k]))
-    return bool(under) and all(typical(n) >= 0 and gaps[n][k] < typical(n) - margin for n in under)
+    return bool(under) and all(typical(n) >= 0 for n in gaps) and all(gaps[n][k] < typical(n) - margin for n in under)
 
 
 def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: int, margin: float) -> dict:
     """Whose is seed j's place below its floors, the arm's or its own? With the gaps
     g_k^f = acc_k - f_k of every seed k of the arm to every floor f:
 
-    * "outlier": against every floor f it is below, median_{k != j} g_k^f >= 0 and
-      g_j^f < median_{k != j} g_k^f - margin (its arm's typical seed clears f, and it lies a margin
-      below that seed, however many seeds share its fate): the seed's own failure, whose mechanism
-      is read apart; an arm whose typical seed is below f has no outlier against f;
+    * "outlier": median_{k != j} g_k^f >= 0 for every floor f, and g_j^f < median_{k != j} g_k^f
+      - margin against every floor f it is below (its arm's typical seed clears every floor, and
+      it lies a margin below that seed, however many seeds share its fate): the seed's own
+      failure, whose mechanism is read apart; an arm whose typical seed is below a floor has no
+      outlier;
     * "the arm as trained": else, if for every such f the mean gap of the other seeds that are no
       outliers is under ``margin``: the arm clears that floor by less than the margin;
     * "the arm's spread": else: the arm clears the floor by the margin on average, and its
@@ -44,14 +45,15 @@ def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: 
 
     ``acc`` and every floor: one value per seed of the arm. Returns {"cause", "floor" (the floor
     that decided: the one the typical other seed clears most), "others over it" (the median gap of
-    the other seeds for an outlier, else the mean over the non-outlier others), "others range"}."""
+    the other seeds for an outlier, else the mean over the non-outlier others), "others median"
+    (the median gap of the other seeds), "others range"}."""
     gaps = {n: [float(acc[k] - f[k]) for k in range(len(acc))] for n, f in floors.items()}
     under = [n for n in floors if gaps[n][j] < 0]
     if not under:
         raise ValueError(f"floor_cause: seed {j} is below none of {list(floors)}")
     others = [k for k in range(len(acc)) if k != j]
     if not others:
-        return {"cause": "not read", "floor": under[0], "others over it": None, "others range": None}
+        return {"cause": "not read", "floor": under[0], "others over it": None, "others median": None, "others range": None}
     typical = [k for k in others if not _is_outlier(gaps, k, margin)] or others
     if _is_outlier(gaps, j, margin):
         floor = max(under, key=lambda n: float(np.median([gaps[n][k] for k in others])))
@@ -61,6 +63,7 @@ def floor_cause(acc: Sequence[float], floors: Mapping[str, Sequence[float]], j: 
         centre = float(np.mean([gaps[floor][k] for k in typical]))
         cause = "the arm as trained" if centre < margin else "the arm's spread"
     return {"cause": cause, "floor": floor, "others over it": centre,
+            "others median": float(np.median([gaps[floor][k] for k in others])),
             "others range": [min(gaps[floor][k] for k in others), max(gaps[floor][k] for k in others)]}
 
 
@@ -80,7 +83,8 @@ def cause_clause(reading: Mapping, margin: float, mechanism: str = "", caveat: s
         return (f"an outlier (at least the margin {margin} below its arm's typical seed against every floor it is below: "
                 f"its other seeds {_gap_words(floor, gap)} at the median, {span_}): " + (mechanism or "no mechanism read"))
     where = f"; {mechanism}" if mechanism else "; no mechanism of its own read"
-    said = f"its arm's typical other seeds {_gap_words(floor, gap)} on average, {span_}"
+    median = f" ({reading['others median']:+.3f} at the median)" if reading.get("others median") is not None else ""
+    said = f"its arm's typical other seeds {_gap_words(floor, gap)} on average{median}, {span_}"
     if reading["cause"] == "the arm as trained":
         who = f"the arm, a control ({control})" if control else "the arm as trained"
         return (f"cause: {who}, not the seed ({said}; the arm clears it by less than the margin {margin}"
@@ -133,7 +137,8 @@ def settles(share: float, above: Sequence[float], by: float) -> bool:
     return bool(len(above)) and share >= max(above) + by
 
 
-FIELDS = {"cause": "cause", "floor": "cause floor", "others over it": "others over it", "others range": "others range"}
+FIELDS = {"cause": "cause", "floor": "cause floor", "others over it": "others over it", "others median": "others median",
+          "others range": "others range"}
 
 
 def as_fields(reading: Mapping) -> dict:
@@ -143,4 +148,4 @@ def as_fields(reading: Mapping) -> dict:
 
 def from_fields(record: Mapping) -> dict:
     """The reading back from a record's fields (:func:`as_fields`), for :func:`cause_clause`."""
-    return {k: record[f] for k, f in FIELDS.items()}
+    return {k: record.get(f) for k, f in FIELDS.items()}

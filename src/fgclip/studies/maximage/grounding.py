@@ -42,7 +42,7 @@ def grounding_sentence(f: verdicts.Falsification) -> str:
     not found better, the interval's upper end, the one-sided bound on its advantage over the
     pointer, comes first."""
     t = f.test
-    interval = f"{t.difference:+.3f} [{t.ci_low:+.3f}, {t.ci_high:+.3f}]"
+    interval = f"{t.difference:+.3f} {t.interval()}"
     if not f.controls_pass or t.verdict == verdicts.A_BETTER:
         return f"{f.sentence()} The test: {interval}."
     margin = (f"so it does not beat {t.arms[1]} by the margin ({t.margin:g})" if t.ci_high <= t.margin

@@ -117,9 +117,9 @@ def locality_sentence(loc: Locality, vs: list[verdicts.Verdict], model: str) -> 
     ranks, local = vs
     head = (f"On the frozen {model}, before any head, a phrase's image is found from background cells alone at "
             f"percentile rank {loc.background_rank.mean():.3f}, from object cells alone at {loc.object_rank.mean():.3f} "
-            f"({ranks.difference:+.3f} [{ranks.ci_low:+.3f}, {ranks.ci_high:+.3f}], **{ranks.verdict}**; chance 0.5). Within its image the best background cell beats the "
+            f"({ranks.difference:+.3f} {ranks.interval()}, **{ranks.verdict}**; chance 0.5). Within its image the best background cell beats the "
             f"best cell of the phrase's own box for {local.mean_a:.0%} of phrases and that of another object's box for "
-            f"{local.mean_b:.0%} ({local.difference:+.3f} [{local.ci_low:+.3f}, {local.ci_high:+.3f}], **{local.verdict}**). ")
+            f"{local.mean_b:.0%} ({local.difference:+.3f} {local.interval()}, **{local.verdict}**). ")
     return head + _reading(ranks.verdict) + " " + _placebo(local.verdict)
 
 

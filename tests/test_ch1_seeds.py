@@ -221,7 +221,7 @@ def test_a_low_seeds_collapse_diagnostics_are_set_beside_its_arms_seeds_above_th
     diag = {0: {"word pairs on one cell": 0.2, "dead hidden units": 0.0}, 1: {"word pairs on one cell": 0.9, "dead hidden units": 0.01},
             2: {"word pairs on one cell": 0.25, "dead hidden units": 0.0}}
     words, found = msd.diagnostics_beside(1, diag, {1}, 0.05)
-    assert words == ("; on the validation images word pairs on one cell 90% (its arm's seeds above the floors 20%-25%), "
+    assert words == ("on the validation images word pairs on one cell 90% (its arm's seeds above the floors 20%-25%), "
                      "dead hidden units 1% (its arm's seeds above the floors 0%)")
     assert found == ["word pairs on one cell 90% on the validation images, beyond every seed of its arm above the floors"]
     diag[1]["word pairs on one cell"] = 0.27  # within the margin of the others: nothing sets it apart, and it is said

@@ -239,5 +239,5 @@ def test_an_equivalence_that_excludes_zero_names_the_arm_ahead_and_a_bound_on_th
     loose = compare(a + rng.normal(0, 0.02, a.shape), a, claim="c", arms=("new", "old"), unit="units", seed=0, margin=0.05)
     assert loose.ci_low < 0 < loose.ci_high and "ahead" not in loose.brief()
     edge = replace(v, ci_low=-0.0203, ci_high=0.04964)  # rounds onto the margin at 3 digits
-    assert "[-0.0203, +0.0496]" in edge.brief() == edge.brief() and edge.interval() == "[-0.0203, +0.0496]" and "to +0.0496;" in edge.sentence()
+    assert "[-0.0203, +0.0496]" in edge.brief() and edge.interval() == "[-0.0203, +0.0496]" and "to +0.0496;" in edge.sentence()
     assert "[-0.020, +0.040]" in replace(v, ci_low=-0.0203, ci_high=0.0403).brief()  # away from it: 3 digits

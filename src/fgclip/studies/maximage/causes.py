@@ -98,6 +98,7 @@ def span(shares: Sequence[float]) -> str:
     lo, hi = f"{min(shares):.0%}", f"{max(shares):.0%}"
     return lo if lo == hi else f"{lo}-{hi}"
 
+
 def loss_rank(v: float, rest: Sequence[float], background: bool) -> str:
     """An outlier's validation loss v read against its arm's other seeds' (``rest``): as low as
     their median (it ranks as well as its arm's typical seed, so the loss does not tell its solution
@@ -111,13 +112,14 @@ def loss_rank(v: float, rest: Sequence[float], background: bool) -> str:
         return f"its validation loss is above every other seed's (median {m:.3f}): the retrieval loss itself ranks it last"
     return f"its validation loss lies above its arm's typical seed's ({m:.3f}), below the worst: the loss ranks it lower, not last"
 
+
 def diagnostics_beside(seed: int, diag: Mapping[int, Mapping[str, float]], low: set[int], by: float
                        ) -> tuple[str, list[str]]:
     """A low seed's collapse diagnostics (``diag``: seed -> name -> share, validation images)
     beside its arm's seeds above the floors (those not in ``low``): the words, and as mechanisms
     each diagnostic at least ``by`` beyond every one of them (:func:`settles`' rule), or, where
-    none is, that none sets it apart (nothing, where no seed is above the floors). ("", []) where
-    the seed's were not recorded."""
+    none is, that none sets it apart (nothing, where no seed is above the floors). The words start
+    "on the validation images"; ("", []) where the seed's were not recorded."""
     if seed not in diag:
         return "", []
     words, mechanism = [], []
@@ -128,7 +130,8 @@ def diagnostics_beside(seed: int, diag: Mapping[int, Mapping[str, float]], low: 
         if settles(float(x), up, by):
             mechanism.append(f"{n} {x:.0%} on the validation images, beyond every seed of its arm above the floors")
     neither = f"neither {' nor '.join(diag[seed])} sets it apart from its arm's seeds above the floors"
-    return "; on the validation images " + ", ".join(words), mechanism or ([neither] if above else [])
+    return "on the validation images " + ", ".join(words), mechanism or ([neither] if above else [])
+
 
 def settles(share: float, above: Sequence[float], by: float) -> bool:
     """The chapter's one rule: a seed below a floor *settles on background* when its share of

@@ -112,7 +112,7 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
         return [f"no seed of {len(arms)} arms is below the random point or its own seed's caption-blind saliency"]
     out = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
-        val = last_val_losses(curves, arm)
+        val, diag = last_val_losses(curves, arm), arm_diagnostics(curves, arm)
         parts = []
         low_seeds = {r["seed"] for r in rows if r["arm"] == arm}
         for r in (r for r in rows if r["arm"] == arm):
@@ -131,8 +131,8 @@ def seed_findings(scores: Mapping[str, np.ndarray], seeds: Sequence[int], arms: 
                             + (f"its seeds above the floors {span(up)}" if up else "no seed of its arm above the floors"))
                 if settles(float(share[j]), up, by):
                     mechanism.append(BACKGROUND)
-            words, found = diagnostics_beside(r["seed"], arm_diagnostics(curves, arm), low_seeds, by)
-            bits += [words.removeprefix("; ")] if words else []
+            words, found = diagnostics_beside(r["seed"], diag, low_seeds, by)
+            bits += [words] if words else []
             mechanism += found
             if r["seed"] in val and len(val) > 1:
                 others = [v for s, v in val.items() if s != r["seed"]]
@@ -298,7 +298,7 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
         mine = {int(x["seed"]) for x in arm}  # the diagnostics of its arm's seeds only (a sweep's replicate is another arm)
         words, found = diagnostics_beside(int(r["seed"]), {s: d for s, d in (diag or {}).get(group.format(**r), {}).items() if s in mine},
                                           {int(x["seed"]) for x in low if group.format(**x) == group.format(**r)}, by)
-        o |= {"diagnostics": words.removeprefix("; on the validation images ")} if words else {}
+        o |= {"diagnostics": words.removeprefix("on the validation images ")} if words else {}
         mechanism += found
         losses = (val or {}).get(group.format(**r), {})
         if reading["cause"] == "outlier" and int(r["seed"]) in losses and len(losses) > 1:
@@ -306,7 +306,8 @@ def records_below(records: Sequence[Mapping], label: str, value: str, floors: Ma
             rest = [x for s, x in losses.items() if s != int(r["seed"])]
             mechanism.append(f"validation loss {v:.3f}, its arm's other seeds {min(rest):.3f}-{max(rest):.3f}: "
                              + loss_rank(v, rest, bool(o.get("settles on background"))))
-        return words + "; " + cause_clause(reading, margin, "; ".join(mechanism), (caveats or {}).get(group.format(**r), ""))
+        return (f"; {words}" if words else "") + "; " + cause_clause(reading, margin, "; ".join(mechanism),
+                                                                       (caveats or {}).get(group.format(**r), ""))
 
     def said(r: Mapping, o: dict) -> str:
         head = f"{o['seed of']} ({o['value']:.3f}, below " + " and ".join(f"{n} {v:.3f}" for n, v in o["floors"].items())

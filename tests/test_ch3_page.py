@@ -119,6 +119,13 @@ def test_underpowered_sentence_names_the_failing_verdicts_and_the_cost():
     assert text.startswith("1 of the 2 verdicts are under-powered") and "c vs d (half-width 0.080, target 0.010)" in text
     assert "a vs b" not in text and "about 64 times as many folds" in text and "1.8 h" in text
     assert "at most 2 times as many folds" in text and "about 0.057" in text
+    assert text.endswith("above the target of 0.010, so more folds alone cannot meet it: more seeds or more "
+                         "categories would be needed.")
+    near = {"claim": "c vs d", "half_width": 0.021, "target": 0.01, "met": False}  # 4.4x the folds, 2x at most
+    text = page.underpowered_sentence([near], near, folds * 4, cats * 4, 100.0)  # 8 folds of 16 categories
+    assert "about 4.4 times as many folds" in text and "at most 2 times" in text and "cannot meet it" in text
+    far = page.underpowered_sentence([near], near, [["a"]] * 2, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"], 100.0)
+    assert "at most 5 times" in far and far.endswith("within the target, but not affordable in this chapter's budget.")
     assert page.underpowered_sentence([ok], ok, folds, cats, 100.0) == "All 1 verdicts meet that rule."
     assert page.underpowered_sentence([low], low, [cats], cats, 100.0).endswith(
         "about 64 times as many categories (at the 1/√n rate); one fixed split cannot rotate.")
@@ -182,6 +189,7 @@ def test_schedule_caveat_names_the_flagged_arms_of_the_falsification():
     text = page.schedule_caveat(mixed, ["a", "c"], "the test")
     assert text.startswith("Of the arms the test reads, 1 of 2 chose") and "c (best within the budget's last 1" in text
     assert "lr at the grid's smallest end" in text and "a (" not in text and "budget of 6 epochs" in text
+    assert "what the test reads, it reads at this grid" in text and "holds" not in text  # no verdict is implied
     with pytest.raises(ValueError, match="'d'"):
         page.schedule_caveat(mixed, ["a", "d"], "the test")
 

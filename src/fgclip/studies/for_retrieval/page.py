@@ -177,7 +177,7 @@ def forgetting_sentence(forget: Verdict, forget_base: Verdict, forget_start: Ver
     sched = f"(lr {supervised.lr:g} and {supervised.epochs} of {supervised.budget} epochs, chosen on validation)"
     how = lambda v: {A_BETTER: "above", B_BETTER: "below", EQUIVALENT: "equivalent to"}.get(  # noqa: E731
         v.verdict, "not distinguishable at this size from")
-    d = lambda v: f"{v.difference:+.3f} [{v.ci_low:+.3f}, {v.ci_high:+.3f}]"  # noqa: E731
+    d = lambda v: f"{v.difference:+.3f} {v.interval()}"  # noqa: E731
     detail = (f"supervised-only training {sched} came out {how(forget_start)} the head's own untrained start on the "
               f"novel categories ({d(forget_start)}) and {how(forget_start_base)} it on the base ones, whose labels "
               f"it trains on ({d(forget_start_base)}), and {how(forget)} CLIP's own embedding on the novel categories "
@@ -198,8 +198,9 @@ def forgetting_sentence(forget: Verdict, forget_base: Verdict, forget_start: Ver
 
 def schedule_caveat(schedules: dict[str, Selection], arms: Sequence[str], what: str) -> str:
     """Which of ``arms`` (those ``what`` reads) chose a schedule the selection flags (best epoch
-    within the budget's last P, or a lr at an end of the grid), so that ``what`` holds at this
-    grid and budget, not necessarily at each arm's best schedule; a sentence saying so when none did."""
+    within the budget's last P, or a lr at an end of the grid), so that what ``what`` reads is read
+    at this grid and budget, not necessarily at each arm's best schedule (whatever it concludes,
+    "cannot decide" included); a sentence saying so when none did."""
     missing = [a for a in arms if a not in schedules]
     if missing:
         raise ValueError(f"no schedule for the arm(s) {missing}")
@@ -208,8 +209,8 @@ def schedule_caveat(schedules: dict[str, Selection], arms: Sequence[str], what: 
         return f"No arm {what} reads chose a schedule the selection flags."
     budget = schedules[arms[0]].budget
     return (f"Of the arms {what} reads, {len(flagged)} of {len(arms)} chose a schedule the selection flags: "
-            f"{'; '.join(flagged)}. So {what} holds for this grid of learning rates and this budget of {budget} "
-            f"epochs, not necessarily at each arm's best schedule.")
+            f"{'; '.join(flagged)}. So what {what} reads, it reads at this grid of learning rates and this budget "
+            f"of {budget} epochs, not necessarily at each arm's best schedule.")
 
 
 def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence[Sequence[str]],
@@ -231,11 +232,15 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
         return (head + f" For the central comparison to meet it would take about {factor:.0f} times as many "
                 f"categories (at the 1/√n rate); one fixed split cannot rotate.")
     most = n_categories / n_folds  # folds of one category each
-    return (head + f" For the central comparison to meet it would take about {factor:.0f} times as many folds "
+    at_most = central["half_width"] / most ** 0.5
+    why = (f"above the target of {central['target']:.3f}, so more folds alone cannot meet it: more seeds or more "
+           f"categories would be needed" if at_most > central["target"] else
+           "within the target, but not affordable in this chapter's budget")
+    times = f"{factor:.1f}" if factor < 10 else f"{factor:.0f}"  # 4.4 is not 'about 4'
+    return (head + f" For the central comparison to meet it would take about {times} times as many folds "
             f"(at the 1/√n rate), about {factor * train_s / 3600:.1f} h of fold loop at this run's "
             f"{train_s:.0f} s; the {n_categories} categories allow at most {most:.0f} times as many folds (one "
-            f"category each), which at that rate would leave a half-width of about "
-            f"{central['half_width'] / most ** 0.5:.3f}: not affordable in this chapter's budget.")
+            f"category each), which at that rate would leave a half-width of about {at_most:.3f}: {why}.")
 
 
 def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[str, Selection], margin: float,

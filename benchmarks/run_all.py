@@ -32,7 +32,7 @@ QUICK_ARGS = {  # smoke-run sizes: a few steps of each script, numbers without m
     "bench_for.py": ["--images", "8", "--sizes", "1000", "2000"],
     "bench_heads.py": ["--images", "32", "--epochs", "1", "--repeats", "1"],
     "bench_train.py": ["--steps", "1", "--rounds", "1", "--batch-size", "8", "--skip-compile"],
-    "bench_train_convergence.py": ["--n-train", "64", "--epochs", "1", "--batch-size", "32",
+    "bench_train_convergence.py": ["--n-train", "64", "--epochs", "1", "--batch-size", "32", "--threads", "1",
                                    "--warmup-steps", "1", "--log-every", "1", "--n-val", "64", "--n-test", "64"],
 }
 

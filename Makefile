@@ -43,8 +43,8 @@ $(KERNEL_CONFIG): Makefile | $(STAMP)
 # (fgclip.book_cache), the longest first; jupyter-book then renders from the cache. On the
 # 2-core machine this takes about 60% of the time of jupyter-book's one-after-the-other run.
 BOOK_JOBS ?= 2
-# ch1 and ch3 first, then ch0, ch4, ch2: in /work/main on 12-06 (AMD EPYC, 2 cores, nothing else running:
-# ch1 900, ch4 353, ch3 225, ch0 216, ch2 78 s) the two lanes end within 30 s of each other (about 900 s)
+# ch1 and ch3 first, then ch0, ch4, ch2: on a clean clone of 41a1477 (AMD EPYC, 2 cores, 12-06: ch1 827,
+# ch3 362, ch4 332, ch0 196, ch2 64 s) ch2 follows ch1 and the two lanes end within 1 s (891 s)
 BOOK_CHAPTER_ORDER := ch1 ch3 ch0 ch4 ch2
 BOOK_ORDER := $(foreach c,$(BOOK_CHAPTER_ORDER),$(wildcard notebooks/$(c)_*.ipynb)) \
 	$(filter-out $(foreach c,$(BOOK_CHAPTER_ORDER),notebooks/$(c)_%),$(wildcard notebooks/ch*.ipynb))

@@ -25,7 +25,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/pip install -q --no-compile -c constraints.txt -r requirements.txt
 	$(BIN)/pip install -q --no-compile -c constraints.txt -e .
 	$(BIN)/python -m compileall -q -j 2 -x 'torch/testing/_internal/py312_intrinsics\.py' \
-		$(VENV)/lib/python3.11/site-packages src > /dev/null
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" src > /dev/null
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 

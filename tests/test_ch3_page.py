@@ -124,6 +124,7 @@ def test_underpowered_sentence_names_the_failing_verdicts_and_the_cost():
     near = {"claim": "c vs d", "half_width": 0.021, "target": 0.01, "met": False}  # 4.4x the folds, 2x at most
     text = page.underpowered_sentence([near], near, folds * 4, cats * 4, 100.0)  # 8 folds of 16 categories
     assert "about 4.4 times as many folds" in text and "at most 2 times" in text and "cannot meet it" in text
+    assert "about 4.4 times as many categories" in page.underpowered_sentence([near], near, [cats], cats, 100.0)
     far = page.underpowered_sentence([near], near, [["a"]] * 2, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"], 100.0)
     assert "at most 5 times" in far and far.endswith("within the target, but not affordable in this chapter's budget.")
     assert page.underpowered_sentence([ok], ok, folds, cats, 100.0) == "All 1 verdicts meet that rule."

@@ -228,15 +228,15 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
     if central["met"]:
         return head
     factor = (central["half_width"] / central["target"]) ** 2
+    times = f"{factor:.1f}" if factor < 10 else f"{factor:.0f}"  # 4.4 is not 'about 4'
     if n_folds == 1:  # one fixed split: the categories are the resampled units
-        return (head + f" For the central comparison to meet it would take about {factor:.0f} times as many "
+        return (head + f" For the central comparison to meet it would take about {times} times as many "
                 f"categories (at the 1/√n rate); one fixed split cannot rotate.")
     most = n_categories / n_folds  # folds of one category each
     at_most = central["half_width"] / most ** 0.5
     why = (f"above the target of {central['target']:.3f}, so more folds alone cannot meet it: more seeds or more "
            f"categories would be needed" if at_most > central["target"] else
            "within the target, but not affordable in this chapter's budget")
-    times = f"{factor:.1f}" if factor < 10 else f"{factor:.0f}"  # 4.4 is not 'about 4'
     return (head + f" For the central comparison to meet it would take about {times} times as many folds "
             f"(at the 1/√n rate), about {factor * train_s / 3600:.1f} h of fold loop at this run's "
             f"{train_s:.0f} s; the {n_categories} categories allow at most {most:.0f} times as many folds (one "

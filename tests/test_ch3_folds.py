@@ -8,7 +8,7 @@ from open_clip.modified_resnet import AttentionPool2d
 from fgclip.methods.sumclip import SumClipHead, frozen_attention_pool, pool_memory
 from fgclip.metrics.object_retrieval import average_precision_at_k, per_category_ap
 from fgclip.studies.for_retrieval.folds import (acceptance, category_folds, choose_k, fold_units, novel_matrix,
-                                                score_rows, shuffle_targets, unit_matrix, vocabulary_scaled_tau)
+                                                score_rows, unit_matrix, vocabulary_scaled_tau)
 
 
 def test_folds_are_disjoint_cover_everything_and_follow_the_seed():
@@ -28,13 +28,6 @@ def test_vocabulary_scaled_tau_keeps_the_multiple_of_one_over_v():
     assert tau * 138 == pytest.approx(5e-4 * 21_843)
     with pytest.raises(ValueError, match="vocab_size"):
         vocabulary_scaled_tau(5e-4, 0)
-
-
-def test_shuffle_targets_keeps_the_label_sets_and_moves_them():
-    targets = [torch.tensor([i]) for i in range(20)]
-    shuffled = shuffle_targets(targets, seed=0)
-    assert sorted(int(t) for t in shuffled) == list(range(20))
-    assert any(int(a) != int(b) for a, b in zip(targets, shuffled))
 
 
 def test_acceptance_counts_names_per_image_and_precision():
@@ -105,6 +98,8 @@ def test_fold_units_cluster_by_the_fold_head():
         rows += score_rows("A", 1, s, text, emb.flip(0), relevant, ["x", "y"], novel=["y"])
     m = unit_matrix(pd.DataFrame(rows), "A", "AP", [0, 1], novel)
     assert m.shape == (2, 2) and m[:, 0].tolist() == [1.0, 1.0] and m[:, 1].tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match=r"'A' has no rows for seed\(s\) \[2\]"):  # not silently NaN
+        unit_matrix(pd.DataFrame(rows), "A", "AP", [0, 2], novel)
     with pytest.raises(ValueError, match="role"):
         fold_units(folds, ["x", "y"], "other")
 
@@ -155,14 +150,14 @@ def test_teacher_arms_oracle_removes_only_wrong_labels_and_fixed_is_optional():
     keep = torch.tensor([True, True, False])
     text = torch.eye(3)
     taus = {"held-out": 0.25, "held-out, names removed": 0.25, "scaled": 0.4}
-    arms = teacher_arms(scores, scores[:, keep], truth, taus, text, keep, seed=0)
+    arms = teacher_arms(scores, scores[:, keep], truth, taus, text, keep)
     assert "FOR, fixed τ (paper)" not in arms
     assert [t.tolist() for t in arms["FOR"][0]] == [[0, 1], [1, 2]]
     assert [t.tolist() for t in arms["FOR, wrong labels removed (oracle)"][0]] == [[0], [2]]
     assert [t.tolist() for t in arms["planted teacher (correct labels)"][0]] == [[0], [2]]
     assert arms["FOR, novel names removed"][1].shape == (2, 3)
     assert "FOR, fixed τ (paper)" in teacher_arms(scores, scores[:, keep], truth, {**taus, "fixed": 0.01},
-                                                  text, keep, seed=0)
+                                                  text, keep)
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +205,7 @@ def test_prepare_fold_chooses_on_validation_and_every_arm_is_selected_and_traine
     train_kw = dict(batch_size=16, precision="fp32")
     grid = SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1), epochs=2)
     schedules, kept = fp.select_schedules(data, fold, grid, head_kw, train_kw)
-    trained = set(fp.arm_settings(fold, head_kw, 0))
+    trained = set(fp.arm_settings(fold, head_kw))
     assert set(schedules) == trained and {ff.SUPERVISED, ff.FOR, ff.PAPER} <= trained
     assert all(s.lr in grid.lrs and 1 <= s.epochs <= 2 and len(s.curves[s.lr]) == 2 for s in schedules.values())
     assert set(kept) == {(a, s) for a in trained for s in (0, 1)}
@@ -225,9 +220,10 @@ def test_prepare_fold_chooses_on_validation_and_every_arm_is_selected_and_traine
     assert not torch.allclose(runs[ff.SUPERVISED], runs[ff.FOR])  # the pseudo-label loss changed something
     # a kept head is the run a fresh training at its schedule gives (same seed, same batches)
     sel = schedules[ff.FOR]
-    labels, kw = fp.arm_settings(fold, head_kw, 1)[ff.FOR]
+    labels, kw = fp.arm_settings(fold, head_kw)[ff.FOR]
     fresh = fp.train_run(data, fold, labels, kw, 1, sel.lr, sel.epochs, train_kw).head
     torch.testing.assert_close(fp.embed(fresh, data.gallery.memory)[0], fp.embed(kept[ff.FOR, 1], data.gallery.memory)[0])
-    # the shuffled control is drawn anew for every training seed
-    shuffled = [fp.arm_settings(fold, head_kw, s)[ff.SHUFFLED][0][0] for s in (0, 1)]
-    assert any(not torch.equal(a, b) for a, b in zip(*shuffled))
+    # the A/A control's runs are supervised only at its schedule from other seeds: seed 1's run is the kept head's
+    a_a = fp.a_a_runs(data, fold, [1, 2], schedules[ff.SUPERVISED], head_kw, train_kw)
+    torch.testing.assert_close(a_a[1], fp.embed(kept[ff.SUPERVISED, 1], data.gallery.memory)[0])
+    assert not torch.allclose(a_a[2], a_a[1])  # another seed, another head

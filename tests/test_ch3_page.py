@@ -1,5 +1,5 @@
 """Chapter 3's page helpers: the global slot's share, the forgetting sentence, the teacher arms'
-labels, the shuffled control's seeds and the chapter's verdict list."""
+labels and the chapter's verdict list, the A/A control among them."""
 from __future__ import annotations
 
 import numpy as np
@@ -143,19 +143,19 @@ def test_teacher_arm_labels_by_hand():
     assert table["oracle"].tolist() == ["-", "-"]
 
 
-def test_shuffle_seeds_differ_per_training_seed_and_fold():
-    seeds = {fp.shuffle_seed(s, f) for s in range(3) for f in range(8)}
-    assert len(seeds) == 24
+def _seeds(arm: str, seeds: list[int]) -> list[int]:
+    """The seeds an arm's rows carry: the A/A control's are its own."""
+    return fp.a_a_seeds(seeds) if arm == ff.A_A else seeds
 
 
 def test_chapter_verdicts_leave_out_a_dropped_arm():
     rng = np.random.default_rng(0)
     folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED, ff.GLOBAL_SLOT]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.GLOBAL_SLOT]
     rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
-                          "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in seeds for c in cats])
-    kept = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
-    dropped = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0, drop=[ff.GLOBAL_SLOT])
+                          "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in _seeds(a, seeds) for c in cats])
+    kept = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
+    dropped = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0, drop=[ff.GLOBAL_SLOT])
     assert (ff.GLOBAL_SLOT, ff.GLOBAL) in {v.arms for v in kept.all}
     assert ff.GLOBAL_SLOT not in {a for v in dropped.all for a in v.arms}
     assert len(kept.all) == len(dropped.all) + 2 and dropped.by_arms(ff.FOR, ff.SUPERVISED) is dropped.repair
@@ -164,18 +164,18 @@ def test_chapter_verdicts_leave_out_a_dropped_arm():
 def test_findings_take_the_global_slot_sentence_as_made():
     rng = np.random.default_rng(1)
     folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED, ff.PAPER,
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.PAPER,
             ff.NAMES_REMOVED, ff.ORACLE, ff.SCALED_TAU]
     rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
-                          "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in seeds for c in cats])
-    cv = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+                          "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in _seeds(a, seeds) for c in cats])
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
     sel = {ff.FOR: Selection(ff.FOR, 1e-3, 2, 0.5, {1e-3: [[0.4, 0.5]]}, (0, 1), 6)}
     power = {"half_width": 0.1, "target": 0.01, "n_seeds": 2, "n_clusters": 2, "met": False}
     fals = type("F", (), {"conclusion": "the test cannot decide here"})()
     out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99.", "underpowered": "U."})
     assert out["global-slot"] == "Share 0.99." and out["underpowered"] == "U." and out["seeds"] == "2 folds x seeds [0, 1]"
     assert out["specific"] == cv.specific.brief() and out["paper-global"] == cv.by_arms(ff.PAPER, ff.GLOBAL).brief()
-    one = page.chapter_verdicts(rows[rows["fold"] == 0], folds[:1], cats, seeds, ["AP"], "AP", 0.02, 0)
+    one = page.chapter_verdicts(rows[rows["fold"] == 0], folds[:1], cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
     out = page.findings(one, fals, power, sel, 0.02, folds[:1], seeds, {})
     assert out["specific"].startswith("not tested (one fixed split")
 
@@ -198,10 +198,10 @@ def test_schedule_caveat_names_the_flagged_arms_of_the_falsification():
 def test_one_fixed_split_has_no_gain_verdict_and_says_so():
     rng = np.random.default_rng(2)
     folds, cats, seeds = [["a", "b"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.SHUFFLED]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A]
     rows = pd.DataFrame([{"arm": a, "fold": 0, "seed": s, "category": c, "role": "novel" if c in folds[0] else "base",
-                          "AP": rng.uniform()} for a in arms for s in seeds for c in cats])
-    cv = page.chapter_verdicts(rows, folds, cats, seeds, ["AP"], "AP", 0.02, 0)
+                          "AP": rng.uniform()} for a in arms for s in _seeds(a, seeds) for c in cats])
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
     assert cv.specific is None and None not in cv.all and len(cv.central) == 5
     sel = Selection("supervised only", 3e-3, 1, 0.5, {3e-3: [[0.5]]}, (0, 1), 6)
     assert "too few units to pair" in page.forgetting_sentence(*cv.forgetting, sel)

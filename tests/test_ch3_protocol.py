@@ -10,6 +10,7 @@ from fgclip.studies.for_retrieval import folds as ff, protocol as fp
 CATEGORIES = [f"c{i:02d}" for i in range(32)]
 FOLDS = ff.category_folds(CATEGORIES, 8, seed=0)
 SEEDS = [0, 1]
+A_A_SEEDS = fp.a_a_seeds(SEEDS)
 
 
 def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
@@ -18,8 +19,8 @@ def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
     base = dict(zip(CATEGORIES, rng.uniform(0.2, 0.6, len(CATEGORIES))))
     rows = []
     for f, novel in enumerate(FOLDS):
-        for s in SEEDS:
-            for arm, eff in effects.items():
+        for arm, eff in effects.items():
+            for s in A_A_SEEDS if arm == ff.A_A else SEEDS:  # the A/A arm's runs have seeds of their own
                 rows += [{"arm": arm, "fold": f, "seed": s, "category": c, "role": "novel" if c in novel else "base",
                           "AP": base[c] + eff + rng.normal(0, noise)} for c in CATEGORIES]
     return pd.DataFrame(rows)
@@ -27,8 +28,21 @@ def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
 
 def _controls(effects):
     rows = _rows(effects)
-    v = lambda a, b: fp.fold_verdict(rows, a, b, "claim", FOLDS, CATEGORIES, SEEDS, "AP", 0.02)  # noqa: E731
-    return verdicts.falsify(v(ff.FOR, ff.SUPERVISED), v(ff.PLANTED, ff.SUPERVISED), v(ff.SHUFFLED, ff.SUPERVISED))
+    v = lambda a, b, sa=None: fp.fold_verdict(rows, a, b, "claim", FOLDS, CATEGORIES, SEEDS, "AP", 0.02, seeds_a=sa)  # noqa: E731
+    return verdicts.falsify(v(ff.FOR, ff.SUPERVISED), v(ff.PLANTED, ff.SUPERVISED), v(ff.A_A, ff.SUPERVISED, A_A_SEEDS))
+
+
+def test_a_a_seeds_are_as_many_and_disjoint():
+    assert fp.a_a_seeds([0, 1]) == [2, 3] and fp.a_a_seeds([5, 7, 6]) == [8, 9, 10]
+
+
+def test_a_a_verdict_reads_its_own_seeds_paired_in_order():
+    rows = _rows({ff.SUPERVISED: 0.0, ff.A_A: 0.0})
+    rows.loc[(rows["arm"] == ff.A_A) & (rows["seed"] == A_A_SEEDS[1]), "AP"] += 0.3  # the second A/A seed only
+    v = fp.fold_verdict(rows, ff.A_A, ff.SUPERVISED, "c", FOLDS, CATEGORIES, SEEDS, "AP", 0.02, seeds_a=A_A_SEEDS)
+    assert v.n_seeds == 2 and v.difference == pytest.approx(0.15, abs=0.01)
+    with pytest.raises(ValueError, match=r"no rows for seed\(s\) \[0, 1\]"):  # read at the chapter's seeds
+        fp.fold_verdict(rows, ff.A_A, ff.SUPERVISED, "c", FOLDS, CATEGORIES, SEEDS, "AP", 0.02)
 
 
 def test_verdicts_cluster_by_fold_and_carry_the_margin():
@@ -43,17 +57,17 @@ def test_verdicts_cluster_by_fold_and_carry_the_margin():
 
 
 def test_both_controls_pass_when_planted_right():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.SHUFFLED: 0.0})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.0})
     assert fals.controls_pass and fals.test.verdict == verdicts.A_BETTER and fals.conclusion == fals.test.outcome
 
 
 def test_positive_control_fails_when_the_planted_effect_is_removed():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.0, ff.SHUFFLED: 0.0})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.0, ff.A_A: 0.0})
     assert not fals.positive_passed and fals.conclusion == verdicts.CANNOT_DECIDE
 
 
 def test_negative_control_fails_when_an_effect_is_planted_in_it():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.SHUFFLED: 0.1})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.1})
     assert fals.positive_passed and not fals.negative_passed and fals.conclusion == verdicts.CANNOT_DECIDE
 
 

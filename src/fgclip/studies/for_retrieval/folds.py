@@ -68,12 +68,6 @@ def vocabulary_scaled_tau(tau: float, vocab_size: int, reference_size: int = IMA
     return min(tau * reference_size / vocab_size, 0.999)
 
 
-def shuffle_targets(targets: Sequence[torch.Tensor], seed: int) -> list[torch.Tensor]:
-    """The same label sets given to other images (a seeded permutation): the negative control."""
-    perm = np.random.default_rng(seed).permutation(len(targets))
-    return [targets[j] for j in perm]
-
-
 def planted_labels(truth: torch.Tensor) -> list[torch.Tensor]:
     """The planted teacher: every image's correct names, from the (I, V) complete labels."""
     return [row.nonzero().flatten() for row in truth]
@@ -191,12 +185,15 @@ def unit_matrix(rows: pd.DataFrame, arm: str, metric: str, seeds: Sequence[int],
     sel = rows[rows["arm"] == arm]
     if sel.empty:
         raise ValueError(f"no rows for arm {arm!r}")
+    absent = sorted(set(seeds) - set(sel["seed"]))
+    if absent:
+        raise ValueError(f"arm {arm!r} has no rows for seed(s) {absent} (its seeds: {sorted(set(sel['seed']))})")
     table = sel.pivot_table(index="seed", columns=["fold", "category"], values=metric, aggfunc="mean")
     return table.reindex(index=list(seeds), columns=pd.MultiIndex.from_tuples(list(units))).to_numpy(np.float64)
 
 
 def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torch.Tensor,
-                 taus: dict[str, float], vocab_text: torch.Tensor, keep: torch.Tensor, seed: int,
+                 taus: dict[str, float], vocab_text: torch.Tensor, keep: torch.Tensor,
                  ) -> dict[str, tuple[list[torch.Tensor], torch.Tensor]]:
     """The pseudo-label arms of one fold: name -> (targets per image, the text they index).
 
@@ -204,7 +201,7 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
     vocabulary without the fold's novel names (``keep``, (V,) bool); truth (I, V) complete
     labels. taus: "held-out", "held-out, names removed", "scaled" and, where that arm can
     decide anything, "fixed". Arms: FOR (held-out tau), the tau variants, novel names
-    removed, wrong labels removed (oracle), planted correct labels and their seeded shuffle.
+    removed, wrong labels removed (oracle), and planted correct labels (the positive control).
     """
     pick = lambda s, t: [row.gt(t).nonzero().flatten() for row in s]  # noqa: E731
     planted = planted_labels(truth)
@@ -215,8 +212,7 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
         "FOR, τ scaled to V": (pick(scores, taus["scaled"]), vocab_text),
         "FOR, novel names removed": (pick(scores_removed, taus["held-out, names removed"]), vocab_text[keep]),
         "FOR, wrong labels removed (oracle)": (oracle_labels(scores, truth, taus["held-out"]), vocab_text),
-        "planted teacher (correct labels)": (planted, vocab_text),
-        "planted teacher, shuffled": (shuffle_targets(planted, seed), vocab_text)})
+        "planted teacher (correct labels)": (planted, vocab_text)})
     return arms
 
 
@@ -224,7 +220,8 @@ def teacher_arms(scores: torch.Tensor, scores_removed: torch.Tensor, truth: torc
 GLOBAL, CLUSTER, SUPERVISED, FOR = "CLIP global", "Cluster-CLIP", "supervised only", "FOR"
 PAPER, GLOBAL_SLOT, UNTRAINED = "FOR, paper's head (frozen pooling)", "FOR + global slot", "untrained head"
 FIXED_TAU, SCALED_TAU, NAMES_REMOVED = "FOR, fixed τ (paper)", "FOR, τ scaled to V", "FOR, novel names removed"
-ORACLE, PLANTED, SHUFFLED = "FOR, wrong labels removed (oracle)", "planted teacher (correct labels)", "planted teacher, shuffled"
+ORACLE, PLANTED = "FOR, wrong labels removed (oracle)", "planted teacher (correct labels)"
+A_A = "supervised only, other seeds (A/A)"  # the negative control: the same arm on a disjoint set of seeds
 
 
 @dataclass
@@ -278,5 +275,5 @@ def prepare_fold(data: ForData, index: int, novel: Sequence[str], k_candidates: 
                   "chosen": f"{taus['held-out']:.2g}", "criterion": "F1 of accepted base labels",
                   "split": "validation (training images)"}]
     sup = targets_from(label_matrix([data.train_labels[i] & set(base) for i in fit], base))
-    arms = teacher_arms(scores[fit], scores_rm[fit], data.truth[fit], taus, data.vocab_text, keep, seed + index)
+    arms = teacher_arms(scores[fit], scores_rm[fit], data.truth[fit], taus, data.vocab_text, keep)
     return Fold(index, list(novel), base, k, taus, sup, arms, scores[fit], selection, acc)

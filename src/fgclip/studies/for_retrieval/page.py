@@ -19,8 +19,8 @@ import pandas as pd
 
 from ...train.selection import Selection
 from ...verdicts import A_BETTER, B_BETTER, EQUIVALENT, Verdict, compare
-from .folds import (CLUSTER, FIXED_TAU, FOR, GLOBAL, GLOBAL_SLOT, NAMES_REMOVED, ORACLE, PAPER, PLANTED, SCALED_TAU,
-                    SHUFFLED, SUPERVISED, UNTRAINED)
+from .folds import (A_A, CLUSTER, FIXED_TAU, FOR, GLOBAL, GLOBAL_SLOT, NAMES_REMOVED, ORACLE, PAPER, PLANTED,
+                    SCALED_TAU, SUPERVISED, UNTRAINED)
 from .protocol import converged_sentence, fold_verdict, power_sentence
 
 PAIRS = [(CLUSTER, GLOBAL, "clustering vs the global embedding"), (FOR, UNTRAINED, "FOR vs the head's own start"),
@@ -45,7 +45,7 @@ class ChapterVerdicts:
     repair: Verdict  # FOR vs supervised only: the falsification's test
     others: list[Verdict]
     positive: Verdict  # planted teacher vs supervised only
-    negative: Verdict  # shuffled planted labels vs supervised only
+    negative: Verdict  # A/A: supervised only on the other seeds vs on the chapter's
     primary: str = ""  # the metric every verdict but the headline's others is on
 
     @property
@@ -70,11 +70,12 @@ class ChapterVerdicts:
 
 
 def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categories: Sequence[str],
-                     seeds: Sequence[int], metrics: Sequence[str], primary: str, margin: float, seed: int,
-                     drop: Sequence[str] = ()) -> ChapterVerdicts:
-    """Every comparison of the chapter; arms in ``drop`` (and arms the run left out) get none."""
-    def v(a: str, b: str, claim: str, metric: str = primary, role: str = "novel") -> Verdict:
-        return fold_verdict(rows, a, b, claim, folds, categories, seeds, metric, margin, role, seed)
+                     seeds: Sequence[int], a_a_seeds: Sequence[int], metrics: Sequence[str], primary: str,
+                     margin: float, seed: int, drop: Sequence[str] = ()) -> ChapterVerdicts:
+    """Every comparison of the chapter; arms in ``drop`` (and arms the run left out) get none.
+    ``a_a_seeds``: the A/A control's seeds, paired in order with ``seeds``."""
+    def v(a: str, b: str, claim: str, metric: str = primary, role: str = "novel", seeds_a=None) -> Verdict:
+        return fold_verdict(rows, a, b, claim, folds, categories, seeds, metric, margin, role, seed, seeds_a)
 
     present = set(rows["arm"]) - set(drop)
     return ChapterVerdicts(
@@ -87,7 +88,8 @@ def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categor
         repair=v(FOR, SUPERVISED, "pseudo-label loss on top of supervision"),
         others=[v(*p) for p in PAIRS if p[0] in present and p[1] in present],
         positive=v(PLANTED, SUPERVISED, "planted teacher with correct labels vs supervision alone"),
-        negative=v(SHUFFLED, SUPERVISED, "shuffled correct labels vs supervision alone"), primary=primary)
+        negative=v(A_A, SUPERVISED, f"A/A: supervision alone from seeds {list(a_a_seeds)} vs from {list(seeds)}",
+                   seeds_a=a_a_seeds), primary=primary)
 
 
 GAIN_ARMS = ("gain on the base categories", "gain on the novel categories")
@@ -254,7 +256,7 @@ def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[st
     return {**lead, "forget": cv.forget.brief(), "forget-base": cv.forget_base.brief(), "forget-start": cv.forget_start.brief(),
             "forget-start-base": cv.forget_start_base.brief(), "specific": cv.specific.brief() if cv.specific else "not tested (one fixed split: one head per seed)",
             "for-cluster": brief(FOR, CLUSTER), "for-global": brief(FOR, GLOBAL), "repair": cv.repair.brief(),
-            "planted": cv.positive.brief(), "shuffled": cv.negative.brief(), "falsification": falsification.conclusion,
+            "planted": cv.positive.brief(), "a-a": cv.negative.brief(), "falsification": falsification.conclusion,
             "paper-head": brief(PAPER, FOR), "paper-cluster": brief(PAPER, CLUSTER), "paper-global": brief(PAPER, GLOBAL),
             "names-removed": brief(NAMES_REMOVED, FOR), "oracle": brief(ORACLE, FOR),
             "scaled-tau": brief(SCALED_TAU, FOR), "margin": f"±{margin:g} AP", "seeds": f"{len(folds)} folds x seeds "

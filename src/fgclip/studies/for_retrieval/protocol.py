@@ -14,8 +14,9 @@ only on its seed.
 Arms (:func:`arm_settings`): supervised only; FOR (both losses, the pooling's output
 projection W_c trainable, the setting where forgetting can happen); the paper's head (FOR's
 labels, the whole pooling frozen, no m-residual); and the teacher variants of
-:func:`fgclip.studies.for_retrieval.folds.teacher_arms`, with the shuffled control drawn
-anew for every training seed.
+:func:`fgclip.studies.for_retrieval.folds.teacher_arms`. The negative control is an A/A
+comparison (:func:`a_a_seeds`): supervised only once more, at its own chosen (lr*, e*), on a
+set of seeds disjoint from the chapter's, paired seed slot by seed slot with the chapter's.
 """
 from __future__ import annotations
 
@@ -33,27 +34,24 @@ from ...metrics.object_retrieval import per_category_ap
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from ...verdicts import Verdict, compare, power_check  # noqa: F401 (power_check: the chapter calls it from here)
 from .data import ForData
-from .folds import (CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, PLANTED, SHUFFLED, SUPERVISED, UNTRAINED, Fold,
-                    fold_units, global_slot_diagnostic, shuffle_targets, unit_matrix)
+from .folds import (A_A, CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, SUPERVISED, UNTRAINED, Fold,
+                    fold_units, global_slot_diagnostic, unit_matrix)
 from .head import HeadTrainConfig, embed, label_matrix, train_head
 
 Labels = tuple[list[torch.Tensor], torch.Tensor] | None  # (targets per fit image, the text they index); None: no L_pl
 
 
-def shuffle_seed(seed: int, fold_index: int) -> int:
-    """The seed of the shuffled control's permutation for one (training seed, fold)."""
-    return 10_007 * (seed + 1) + fold_index
+def a_a_seeds(seeds: Sequence[int]) -> list[int]:
+    """The A/A control's seeds: as many as ``seeds``, following the largest of them (disjoint)."""
+    return [max(seeds) + 1 + k for k in range(len(seeds))]
 
 
-def arm_settings(fold: Fold, head_kw: dict, seed: int) -> dict[str, tuple[Labels, dict]]:
-    """Every trained arm of one (fold, seed): name -> (pseudo-labels, head settings)."""
+def arm_settings(fold: Fold, head_kw: dict) -> dict[str, tuple[Labels, dict]]:
+    """Every trained arm of one fold: name -> (pseudo-labels, head settings)."""
     paper = {**head_kw, "residual": False, "train_out": False}
     arms: dict[str, tuple[Labels, dict]] = {SUPERVISED: (None, head_kw), FOR: (fold.teacher[FOR], head_kw),
                                             PAPER: (fold.teacher[FOR], paper)}
     for name, labels in fold.teacher.items():
-        if name == SHUFFLED:  # one shuffle per (fold, training seed), not one shared by the seeds
-            targets, text = fold.teacher[PLANTED]
-            labels = (shuffle_targets(targets, shuffle_seed(seed, fold.index)), text)
         arms.setdefault(name, (labels, head_kw))
     return arms
 
@@ -111,11 +109,11 @@ def select_schedules(data: ForData, fold: Fold, grid: SelectionGrid, head_kw: di
     """(lr*, e*) of every trained arm on ``fold``'s validation images (eq-selection), and the
     heads of that fold at (lr*, e*) for each selection seed: arm -> Selection, (arm, seed) -> head."""
     selections, kept = {}, {}
-    for arm in arm_settings(fold, head_kw, grid.seeds[0]):
+    for arm, (labels, kw) in arm_settings(fold, head_kw).items():
         runs: dict[tuple[float, int], Run] = {}
 
-        def run(lr: float, seed: int, epochs: int, arm: str = arm, runs: dict = runs) -> list[float]:
-            labels, kw = arm_settings(fold, head_kw, seed)[arm]
+        def run(lr: float, seed: int, epochs: int, labels: Labels = labels, kw: dict = kw,
+                runs: dict = runs) -> list[float]:
             runs[lr, seed] = train_run(data, fold, labels, kw, seed, lr, epochs, train_kw, track=True)
             return runs[lr, seed].curve
 
@@ -144,7 +142,7 @@ def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Select
     runs = {GLOBAL: F.normalize(data.gallery.pooled.float().cpu(), dim=-1)[:, None], CLUSTER: clusters[fold.k, seed],
             UNTRAINED: embed(start, gallery)[0].cpu()}
     attention = None
-    for arm, (labels, kw) in arm_settings(fold, head_kw, seed).items():
+    for arm, (labels, kw) in arm_settings(fold, head_kw).items():
         if arm not in selections:  # an arm the schedules' fold did not have (the fixed τ)
             continue
         sel = selections[arm]
@@ -156,6 +154,14 @@ def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Select
             attention = attn.cpu()
     runs[GLOBAL_SLOT] = torch.cat([runs[GLOBAL], runs[FOR]], 1)
     return runs, attention
+
+
+def a_a_runs(data: ForData, fold: Fold, seeds: Sequence[int], supervised: Selection, head_kw: dict,
+             train_kw: dict) -> dict[int, torch.Tensor]:
+    """The A/A control's gallery embeddings (I, slots, D) per seed: supervised only trained from
+    each of ``seeds`` at the (lr*, e*) it chose on validation, exactly as its own runs are."""
+    runs = {s: train_run(data, fold, None, head_kw, s, supervised.lr, supervised.epochs, train_kw).head for s in seeds}
+    return {s: embed(head, data.gallery.memory)[0].cpu() for s, head in runs.items()}
 
 
 @dataclass
@@ -171,15 +177,17 @@ class Study:
     last_runs: dict[str, torch.Tensor]
     for_attention: torch.Tensor
     global_slot: list[dict] = field(default_factory=list)
-    shuffle_seeds: list[dict] = field(default_factory=list)
+    a_a_seeds: list[int] = field(default_factory=list)  # the A/A control's seeds, paired in order with the chapter's
 
 
 def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int], grid: SelectionGrid,
               head_kw: dict, train_kw: dict, k_candidates: Sequence[int], fixed_tau: float, seed: int) -> Study:
     """The fold loop: per fold the choices on validation (:func:`fgclip.studies.for_retrieval.folds.prepare_fold`),
     on the first fold every trained arm's schedule (:func:`select_schedules`), then every
-    (fold, seed) scored on the gallery (:func:`fold_runs`)."""
-    rows, choices, acceptance, clusters, kept, schedules, shares, shuffles = [], [], [], {}, {}, {}, [], []
+    (fold, seed) scored on the gallery (:func:`fold_runs`), and the A/A control's seeds
+    (:func:`a_a_seeds`) for supervised only (:func:`a_a_runs`)."""
+    rows, choices, acceptance, clusters, kept, schedules, shares = [], [], [], {}, {}, {}, []
+    other = a_a_seeds(seeds)
     for f, novel in enumerate(folds):
         fold = prepare_fold(data, f, novel, k_candidates, fixed_tau, seed)
         choices += fold.selection
@@ -193,11 +201,12 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
                      for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
             shares.append({"fold": f, "seed": s,
                            **global_slot_diagnostic(data.query_text.cpu(), runs[GLOBAL_SLOT], data.relevant)})
-            shuffles.append({"fold": f, "seed": s, "shuffle_seed": shuffle_seed(s, f)})
+        for s, emb in a_a_runs(data, fold, other, schedules[SUPERVISED], head_kw, train_kw).items():
+            rows += score_rows(A_A, f, s, data.query_text, emb, data.relevant, data.categories, novel)
     table = pd.DataFrame(rows)  # an arm some fold leaves out (the fixed τ where it cannot decide) is dropped
     complete = table.groupby("arm")["fold"].nunique() == len(folds)
     table = table[table["arm"].isin(complete[complete].index)].reset_index(drop=True)
-    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention, shares, shuffles)
+    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention, shares, other)
 
 
 def selection_rows(selections: dict[str, Selection]) -> list[dict]:
@@ -210,12 +219,13 @@ def selection_rows(selections: dict[str, Selection]) -> list[dict]:
 
 def fold_verdict(rows: pd.DataFrame, a: str, b: str, claim: str, folds: Sequence[Sequence[str]],
                  categories: Sequence[str], seeds: Sequence[int], metric: str, margin: float,
-                 role: str = "novel", seed: int = 0) -> Verdict:
+                 role: str = "novel", seed: int = 0, seeds_a: Sequence[int] | None = None) -> Verdict:
     """Arm a against arm b on ``metric``, paired per (fold, category) and seed, the bootstrap
     resampling whole folds (one trained head each); with a single fold (one fixed split) the
-    categories are the only units left to resample."""
+    categories are the only units left to resample. ``seeds_a``: arm a's own seeds, paired in
+    order with ``seeds`` (the A/A control); by default both arms' are ``seeds``."""
     units, folds_of = fold_units(folds, categories, role)
-    m = [unit_matrix(rows, arm, metric, seeds, units) for arm in (a, b)]
+    m = [unit_matrix(rows, arm, metric, sd, units) for arm, sd in ((a, seeds_a or seeds), (b, seeds))]
     by_fold = len(folds) > 1
     return compare(*m, claim=f"{claim} ({role} {metric})", arms=(a, b), unit=f"{role} (fold, category) pairs",
                    clusters=folds_of if by_fold else None,

@@ -59,6 +59,30 @@ def test_maximage_gradient_reaches_only_the_argmax_position():
     assert v.grad[0, 0, 0].tolist() == [0.0, 1.0, 0.0]
 
 
+def test_maximage_gradient_is_amax_gradient_without_ties_and_one_position_with_them():
+    from fgclip.methods.maximage import ragged_pair_scores
+    g = torch.Generator().manual_seed(0)
+    v0, t0 = torch.randn(2, 3, 5, 4, 4, generator=g), torch.randn(2, 7, 5, generator=g)  # (S, Bi, E, h, w), (S, W, E)
+    owner = torch.tensor([[0, 0, 1, 1, 1, 2, -1], [0, 1, 1, 2, 2, 2, 2]])  # 3 captions; -1: an empty slot
+    grads = []
+    for dense in (False, True):  # the library's path, then the same score through amax on the padded volume
+        v, t = v0.clone().requires_grad_(), t0.clone().requires_grad_()
+        if dense:
+            m = (v.flatten(-2).transpose(-1, -2).reshape(2, 48, 5) @ t.transpose(-1, -2)).view(2, 3, 16, 7)
+            onehot = (owner[..., None] == torch.arange(3)).float()
+            s = m.amax(dim=-2) @ (onehot / onehot.sum(-2, keepdim=True))
+        else:
+            s = ragged_pair_scores(v, t, owner, 3)
+        (s * torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(1))).sum().backward()
+        grads.append((s.detach(), v.grad, t.grad))
+    for ours, amax in zip(*grads):
+        torch.testing.assert_close(ours, amax)
+    # two tied positions: amax would give each half; max gives the first the whole gradient
+    v = torch.tensor([[[[0.5, 0.5, 0.1]]]], requires_grad=True)  # (1 image, E=1, 1 x 3)
+    pair_scores(v, torch.tensor([[[1.0]]]), torch.tensor([[True]]), "maximage").sum().backward()
+    assert v.grad[0, 0, 0].tolist() == [1.0, 0.0, 0.0]
+
+
 def test_aggregate_rejects_bad_input():
     v, t, mask = _toy_batch()
     m = colocalization_volume(v, t)

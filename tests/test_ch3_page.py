@@ -2,6 +2,8 @@
 labels and the chapter's verdict list, the A/A control among them."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -143,19 +145,22 @@ def test_teacher_arm_labels_by_hand():
     assert table["oracle"].tolist() == ["-", "-"]
 
 
+AA = fp.a_a_seeds([0, 1], (0, 1), 2)  # the A/A's sides: [0, 1] and [2, 3]
+
+
 def _seeds(arm: str, seeds: list[int]) -> list[int]:
     """The seeds an arm's rows carry: the A/A control's are its own."""
-    return fp.a_a_seeds(seeds) if arm == ff.A_A else seeds
+    return AA.b if arm == ff.A_A_B else seeds
 
 
 def test_chapter_verdicts_leave_out_a_dropped_arm():
     rng = np.random.default_rng(0)
     folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.GLOBAL_SLOT]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.A_A_B, ff.GLOBAL_SLOT]
     rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
                           "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in _seeds(a, seeds) for c in cats])
-    kept = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
-    dropped = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0, drop=[ff.GLOBAL_SLOT])
+    kept = page.chapter_verdicts(rows, folds, cats, seeds, AA, ["AP"], "AP", 0.02, 0)
+    dropped = page.chapter_verdicts(rows, folds, cats, seeds, AA, ["AP"], "AP", 0.02, 0, drop=[ff.GLOBAL_SLOT])
     assert (ff.GLOBAL_SLOT, ff.GLOBAL) in {v.arms for v in kept.all}
     assert ff.GLOBAL_SLOT not in {a for v in dropped.all for a in v.arms}
     assert len(kept.all) == len(dropped.all) + 2 and dropped.by_arms(ff.FOR, ff.SUPERVISED) is dropped.repair
@@ -164,18 +169,18 @@ def test_chapter_verdicts_leave_out_a_dropped_arm():
 def test_findings_take_the_global_slot_sentence_as_made():
     rng = np.random.default_rng(1)
     folds, cats, seeds = [["a", "b"], ["c", "d"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.PAPER,
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.A_A_B, ff.PAPER,
             ff.NAMES_REMOVED, ff.ORACLE, ff.SCALED_TAU]
     rows = pd.DataFrame([{"arm": a, "fold": f, "seed": s, "category": c, "role": "novel" if c in fold else "base",
                           "AP": rng.uniform()} for a in arms for f, fold in enumerate(folds) for s in _seeds(a, seeds) for c in cats])
-    cv = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, AA, ["AP"], "AP", 0.02, 0)
     sel = {ff.FOR: Selection(ff.FOR, 1e-3, 2, 0.5, {1e-3: [[0.4, 0.5]]}, (0, 1), 6)}
     power = {"half_width": 0.1, "target": 0.01, "n_seeds": 2, "n_clusters": 2, "met": False}
     fals = type("F", (), {"conclusion": "the test cannot decide here"})()
     out = page.findings(cv, fals, power, sel, 0.02, folds, seeds, {"global-slot": "Share 0.99.", "underpowered": "U."})
     assert out["global-slot"] == "Share 0.99." and out["underpowered"] == "U." and out["seeds"] == "2 folds x seeds [0, 1]"
     assert out["specific"] == cv.specific.brief() and out["paper-global"] == cv.by_arms(ff.PAPER, ff.GLOBAL).brief()
-    one = page.chapter_verdicts(rows[rows["fold"] == 0], folds[:1], cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
+    one = page.chapter_verdicts(rows[rows["fold"] == 0], folds[:1], cats, seeds, AA, ["AP"], "AP", 0.02, 0)
     out = page.findings(one, fals, power, sel, 0.02, folds[:1], seeds, {})
     assert out["specific"].startswith("not tested (one fixed split")
 
@@ -198,10 +203,22 @@ def test_schedule_caveat_names_the_flagged_arms_of_the_falsification():
 def test_one_fixed_split_has_no_gain_verdict_and_says_so():
     rng = np.random.default_rng(2)
     folds, cats, seeds = [["a", "b"]], ["a", "b", "c", "d"], [0, 1]
-    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A]
+    arms = [ff.FOR, ff.CLUSTER, ff.GLOBAL, ff.SUPERVISED, ff.UNTRAINED, ff.PLANTED, ff.A_A, ff.A_A_B]
     rows = pd.DataFrame([{"arm": a, "fold": 0, "seed": s, "category": c, "role": "novel" if c in folds[0] else "base",
                           "AP": rng.uniform()} for a in arms for s in _seeds(a, seeds) for c in cats])
-    cv = page.chapter_verdicts(rows, folds, cats, seeds, fp.a_a_seeds(seeds), ["AP"], "AP", 0.02, 0)
+    cv = page.chapter_verdicts(rows, folds, cats, seeds, AA, ["AP"], "AP", 0.02, 0)
     assert cv.specific is None and None not in cv.all and len(cv.central) == 5
     sel = Selection("supervised only", 3e-3, 1, 0.5, {3e-3: [[0.5]]}, (0, 1), 6)
     assert "too few units to pair" in page.forgetting_sentence(*cv.forgetting, sel)
+
+
+def test_a_a_sentence_sets_the_a_a_reach_against_the_differences():
+    aa = replace(_verdict(CANNOT_TELL, arms=(ff.A_A_B, ff.A_A)), difference=-0.025, ci_low=-0.08, ci_high=0.03)
+    small, big = (replace(_verdict(A_BETTER, arms=(ff.PLANTED, ff.SUPERVISED)), claim=c, difference=d)
+                  for c, d in (("planted", 0.05), ("central", 0.09)))
+    text = page.a_a_sentence(aa, [small])
+    assert "moved supervised only by -0.025 [-0.080, +0.030]" in text and "a shift of up to 0.080" in text
+    assert "planted +0.050 (within it), so at this size neither is shown to exceed" in text
+    assert "half-width, 0.055, would fit within half the margin (±0.01) at about 61 seeds a side" in text  # 2 x 5.5^2
+    both = page.a_a_sentence(aa, [small, big])
+    assert "central +0.090 (beyond it)." in both and "neither is shown" not in both

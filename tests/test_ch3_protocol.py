@@ -10,7 +10,7 @@ from fgclip.studies.for_retrieval import folds as ff, protocol as fp
 CATEGORIES = [f"c{i:02d}" for i in range(32)]
 FOLDS = ff.category_folds(CATEGORIES, 8, seed=0)
 SEEDS = [0, 1]
-A_A_SEEDS = fp.a_a_seeds(SEEDS)
+A_A = fp.a_a_seeds(SEEDS, (0, 1), 2)
 
 
 def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
@@ -20,7 +20,7 @@ def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
     rows = []
     for f, novel in enumerate(FOLDS):
         for arm, eff in effects.items():
-            for s in A_A_SEEDS if arm == ff.A_A else SEEDS:  # the A/A arm's runs have seeds of their own
+            for s in A_A.b if arm == ff.A_A_B else SEEDS:  # the A/A's side B has seeds of its own
                 rows += [{"arm": arm, "fold": f, "seed": s, "category": c, "role": "novel" if c in novel else "base",
                           "AP": base[c] + eff + rng.normal(0, noise)} for c in CATEGORIES]
     return pd.DataFrame(rows)
@@ -29,20 +29,28 @@ def _rows(effects: dict[str, float], noise: float = 0.003) -> pd.DataFrame:
 def _controls(effects):
     rows = _rows(effects)
     v = lambda a, b, sa=None: fp.fold_verdict(rows, a, b, "claim", FOLDS, CATEGORIES, SEEDS, "AP", 0.02, seeds_a=sa)  # noqa: E731
-    return verdicts.falsify(v(ff.FOR, ff.SUPERVISED), v(ff.PLANTED, ff.SUPERVISED), v(ff.A_A, ff.SUPERVISED, A_A_SEEDS))
+    return verdicts.falsify(v(ff.FOR, ff.SUPERVISED), v(ff.PLANTED, ff.SUPERVISED), v(ff.A_A_B, ff.A_A, A_A.b))
 
 
-def test_a_a_seeds_are_as_many_and_disjoint():
-    assert fp.a_a_seeds([0, 1]) == [2, 3] and fp.a_a_seeds([5, 7, 6]) == [8, 9, 10]
+def test_a_a_sides_share_no_seed_and_mirror_the_chapters_layout():
+    two = fp.a_a_seeds([0, 1], (0, 1), 2)
+    assert (two.a, two.a_grid, two.b, two.b_grid) == ([0, 1], (0, 1), [2, 3], (2, 3))
+    one = fp.a_a_seeds([0], (0, 1), 1)  # one evaluation seed: side B must still avoid the selection seed 1
+    assert one.a == [0] and not set(one.b + list(one.b_grid)) & {0, 1} and one.b_grid == (2, 3)
+    big = fp.a_a_seeds([5, 6], (5, 6), 4)  # side A: the chapter's seeds, then fresh ones
+    assert big.a == [5, 6, 7, 8] and big.b == [9, 10, 11, 12] and big.b_grid == (9, 10)
+    assert fp.a_a_seeds([0, 1, 2], (0, 1), 2).a == [0, 1]
+    with pytest.raises(ValueError, match="at least 1 seed"):
+        fp.a_a_seeds([0, 1], (0, 1), 0)
 
 
-def test_a_a_verdict_reads_its_own_seeds_paired_in_order():
-    rows = _rows({ff.SUPERVISED: 0.0, ff.A_A: 0.0})
-    rows.loc[(rows["arm"] == ff.A_A) & (rows["seed"] == A_A_SEEDS[1]), "AP"] += 0.3  # the second A/A seed only
-    v = fp.fold_verdict(rows, ff.A_A, ff.SUPERVISED, "c", FOLDS, CATEGORIES, SEEDS, "AP", 0.02, seeds_a=A_A_SEEDS)
+def test_a_a_verdict_reads_each_sides_seeds_paired_in_order():
+    rows = _rows({ff.A_A: 0.0, ff.A_A_B: 0.0})
+    rows.loc[(rows["arm"] == ff.A_A_B) & (rows["seed"] == A_A.b[1]), "AP"] += 0.3  # side B's second seed only
+    v = fp.fold_verdict(rows, ff.A_A_B, ff.A_A, "c", FOLDS, CATEGORIES, A_A.a, "AP", 0.02, seeds_a=A_A.b)
     assert v.n_seeds == 2 and v.difference == pytest.approx(0.15, abs=0.01)
-    with pytest.raises(ValueError, match=r"no rows for seed\(s\) \[0, 1\]"):  # read at the chapter's seeds
-        fp.fold_verdict(rows, ff.A_A, ff.SUPERVISED, "c", FOLDS, CATEGORIES, SEEDS, "AP", 0.02)
+    with pytest.raises(ValueError, match=r"no rows for seed\(s\) \[0, 1\]"):  # side B read at side A's seeds
+        fp.fold_verdict(rows, ff.A_A_B, ff.A_A, "c", FOLDS, CATEGORIES, SEEDS, "AP", 0.02)
 
 
 def test_verdicts_cluster_by_fold_and_carry_the_margin():
@@ -57,17 +65,17 @@ def test_verdicts_cluster_by_fold_and_carry_the_margin():
 
 
 def test_both_controls_pass_when_planted_right():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.0})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.0, ff.A_A_B: 0.0})
     assert fals.controls_pass and fals.test.verdict == verdicts.A_BETTER and fals.conclusion == fals.test.outcome
 
 
 def test_positive_control_fails_when_the_planted_effect_is_removed():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.0, ff.A_A: 0.0})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.0, ff.A_A: 0.0, ff.A_A_B: 0.0})
     assert not fals.positive_passed and fals.conclusion == verdicts.CANNOT_DECIDE
 
 
 def test_negative_control_fails_when_an_effect_is_planted_in_it():
-    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.1})
+    fals = _controls({ff.FOR: 0.1, ff.SUPERVISED: 0.0, ff.PLANTED: 0.2, ff.A_A: 0.0, ff.A_A_B: 0.1})
     assert fals.positive_passed and not fals.negative_passed and fals.conclusion == verdicts.CANNOT_DECIDE
 
 

@@ -1,5 +1,6 @@
 """The verdict protocol: planted effects are found, null effects are not, clusters widen."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -149,6 +150,14 @@ def test_falsify_needs_both_controls():
     leaky = falsify(null, positive=big, negative=big)
     assert leaky.positive_passed and not leaky.negative_passed
     assert "did NOT stay quiet" in leaky.sentence()
+    wide = compare(rng.normal(0, 1.0, (3, 50)), rng.normal(0, 1.0, (3, 50)), claim="wide", arms=("a", "b"), unit="u",
+                   margin=0.01)
+    assert wide.verdict == CANNOT_TELL and (wide.ci_high - wide.ci_low) / 2 > 0.01
+    assert "could NOT show equivalence" in falsify(big, big, wide).sentence()
+    narrow_miss = compare(rng.normal(0.15, 0.01, (3, 50)), np.zeros((3, 50)), claim="off", arms=("a", "b"),
+                          unit="u", margin=0.2)
+    narrow_miss = replace(narrow_miss, verdict=CANNOT_TELL, ci_low=-0.05, ci_high=0.25)  # narrower than 2 x margin
+    assert "was NOT shown equivalent within ±0.2" in falsify(big, big, narrow_miss).sentence()
     with pytest.raises(ValueError, match="effect"):
         falsify(big, big, null, effect="a wins")
 

@@ -266,9 +266,23 @@ class Falsification:
         """The test's outcome when both controls behaved, else 'the test cannot decide here'."""
         return self.test.outcome if self.controls_pass else CANNOT_DECIDE
 
+    def _negative_words(self) -> str:
+        """How the negative control behaved: quiet (equivalent), fired (a side), or neither, and
+        then whether its interval was too wide to fit the margin at all (it could not pass)."""
+        neg = self.negative
+        if self.negative_passed:
+            return "stayed quiet"
+        if neg.verdict in (A_BETTER, B_BETTER):
+            return "did NOT stay quiet"
+        half = (neg.ci_high - neg.ci_low) / 2
+        if half > neg.margin:
+            return (f"could NOT show equivalence: its interval's half-width, {half:.3f}, is wider than the "
+                    f"margin ±{neg.margin:g}, so at this size it could not have passed")
+        return f"was NOT shown equivalent within ±{neg.margin:g}"
+
     def sentence(self) -> str:
         pos = "fired" if self.positive_passed else "did NOT fire"
-        neg = "stayed quiet" if self.negative_passed else "did NOT stay quiet"
+        neg = self._negative_words()
         return (f"{self.test.claim}: positive control ({self.positive.claim}) {pos}, negative "
                 f"control ({self.negative.claim}) {neg}; conclusion: **{self.conclusion}**.")
 

@@ -221,7 +221,8 @@ GLOBAL, CLUSTER, SUPERVISED, FOR = "CLIP global", "Cluster-CLIP", "supervised on
 PAPER, GLOBAL_SLOT, UNTRAINED = "FOR, paper's head (frozen pooling)", "FOR + global slot", "untrained head"
 FIXED_TAU, SCALED_TAU, NAMES_REMOVED = "FOR, fixed τ (paper)", "FOR, τ scaled to V", "FOR, novel names removed"
 ORACLE, PLANTED = "FOR, wrong labels removed (oracle)", "planted teacher (correct labels)"
-A_A = "supervised only, other seeds (A/A)"  # the negative control: the same arm on a disjoint set of seeds
+# the negative control: supervised only's protocol on two disjoint sets of seeds (side A: the chapter's, then more)
+A_A, A_A_B = "supervised only, A/A side A", "supervised only, A/A side B"
 
 
 @dataclass

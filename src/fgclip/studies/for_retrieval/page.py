@@ -19,9 +19,9 @@ import pandas as pd
 
 from ...train.selection import Selection
 from ...verdicts import A_BETTER, B_BETTER, EQUIVALENT, Verdict, compare
-from .folds import (A_A, CLUSTER, FIXED_TAU, FOR, GLOBAL, GLOBAL_SLOT, NAMES_REMOVED, ORACLE, PAPER, PLANTED,
+from .folds import (A_A, A_A_B, CLUSTER, FIXED_TAU, FOR, GLOBAL, GLOBAL_SLOT, NAMES_REMOVED, ORACLE, PAPER, PLANTED,
                     SCALED_TAU, SUPERVISED, UNTRAINED)
-from .protocol import converged_sentence, fold_verdict, power_sentence
+from .protocol import AASeeds, converged_sentence, fold_verdict, power_sentence
 
 PAIRS = [(CLUSTER, GLOBAL, "clustering vs the global embedding"), (FOR, UNTRAINED, "FOR vs the head's own start"),
          (GLOBAL_SLOT, FOR, "adding CLIP's global embedding as one more slot"),
@@ -45,7 +45,7 @@ class ChapterVerdicts:
     repair: Verdict  # FOR vs supervised only: the falsification's test
     others: list[Verdict]
     positive: Verdict  # planted teacher vs supervised only
-    negative: Verdict  # A/A: supervised only on the other seeds vs on the chapter's
+    negative: Verdict  # A/A: supervised only's protocol, side B's seeds vs side A's
     primary: str = ""  # the metric every verdict but the headline's others is on
 
     @property
@@ -70,12 +70,12 @@ class ChapterVerdicts:
 
 
 def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categories: Sequence[str],
-                     seeds: Sequence[int], a_a_seeds: Sequence[int], metrics: Sequence[str], primary: str,
+                     seeds: Sequence[int], a_a: AASeeds, metrics: Sequence[str], primary: str,
                      margin: float, seed: int, drop: Sequence[str] = ()) -> ChapterVerdicts:
     """Every comparison of the chapter; arms in ``drop`` (and arms the run left out) get none.
-    ``a_a_seeds``: the A/A control's seeds, paired in order with ``seeds``."""
-    def v(a: str, b: str, claim: str, metric: str = primary, role: str = "novel", seeds_a=None) -> Verdict:
-        return fold_verdict(rows, a, b, claim, folds, categories, seeds, metric, margin, role, seed, seeds_a)
+    ``a_a``: the A/A control's seeds (side B's paired in order with side A's)."""
+    def v(a: str, b: str, claim: str, metric: str = primary, role: str = "novel", seeds_a=None, seeds_b=None) -> Verdict:
+        return fold_verdict(rows, a, b, claim, folds, categories, seeds_b or seeds, metric, margin, role, seed, seeds_a)
 
     present = set(rows["arm"]) - set(drop)
     return ChapterVerdicts(
@@ -88,8 +88,8 @@ def chapter_verdicts(rows: pd.DataFrame, folds: Sequence[Sequence[str]], categor
         repair=v(FOR, SUPERVISED, "pseudo-label loss on top of supervision"),
         others=[v(*p) for p in PAIRS if p[0] in present and p[1] in present],
         positive=v(PLANTED, SUPERVISED, "planted teacher with correct labels vs supervision alone"),
-        negative=v(A_A, SUPERVISED, f"A/A: supervision alone from seeds {list(a_a_seeds)} vs from {list(seeds)}",
-                   seeds_a=a_a_seeds), primary=primary)
+        negative=v(A_A_B, A_A, "A/A: supervised only's protocol on two disjoint sets of seeds", seeds_a=a_a.b,
+                   seeds_b=a_a.a), primary=primary)
 
 
 GAIN_ARMS = ("gain on the base categories", "gain on the novel categories")
@@ -243,6 +243,26 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
             f"(at the 1/√n rate), about {factor * train_s / 3600:.1f} h of fold loop at this run's "
             f"{train_s:.0f} s; the {n_categories} categories allow at most {most:.0f} times as many folds (one "
             f"category each), which at that rate would leave a half-width of about {at_most:.3f}: {why}.")
+
+
+def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
+    """What the A/A says about the size of the chapter's noise: the largest shift its interval
+    allows where nothing differs but the seeds (the selection's included), set against the
+    differences of ``others``, and the seeds a side its half-width would need to fit within
+    half the margin, taking it to shrink as 1/sqrt(seeds)."""
+    reach = max(abs(negative.ci_low), abs(negative.ci_high))
+    half = (negative.ci_high - negative.ci_low) / 2
+    n = negative.n_seeds
+    need = max(n, int(np.ceil(n * (half / (negative.margin / 2)) ** 2)))
+    said = "; ".join(f"{v.claim} {v.difference:+.3f} ({'within' if abs(v.difference) <= reach else 'beyond'} it)"
+                     for v in others)
+    within = all(abs(v.difference) <= reach for v in others)
+    return (f"A change of seeds alone, the selection included, moved supervised only by {negative.difference:+.3f} "
+            f"{negative.interval()}: at {n} seeds a side the A/A cannot rule out a shift of up to {reach:.3f} where "
+            f"nothing differs. Against that reach: {said}"
+            + (", so at this size neither is shown to exceed what a change of seeds alone can make." if within else ".")
+            + f" The A/A's half-width, {half:.3f}, would fit within half the margin (±{negative.margin / 2:g}) at about "
+              f"{need} seeds a side, if it shrinks as 1/√seeds.")
 
 
 def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[str, Selection], margin: float,

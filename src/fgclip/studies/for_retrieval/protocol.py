@@ -14,13 +14,17 @@ only on its seed.
 Arms (:func:`arm_settings`): supervised only; FOR (both losses, the pooling's output
 projection W_c trainable, the setting where forgetting can happen); the paper's head (FOR's
 labels, the whole pooling frozen, no m-residual); and the teacher variants of
-:func:`fgclip.studies.for_retrieval.folds.teacher_arms`. The negative control is an A/A
-comparison (:func:`a_a_seeds`): supervised only once more, at its own chosen (lr*, e*), on a
-set of seeds disjoint from the chapter's, paired seed slot by seed slot with the chapter's.
+:func:`fgclip.studies.for_retrieval.folds.teacher_arms`.
+
+The negative control is an A/A comparison (:func:`a_a_seeds`): supervised only's whole
+protocol run twice on disjoint seeds. Side A is the chapter's own (its schedule chosen on the
+chapter's selection seeds, its runs on the chapter's seeds, then fresh ones); side B chooses its
+own (lr*, e*) on its own selection seeds and trains on its own seeds, every seed of side A moved
+past all of them. Nothing differs between the sides but the seeds, the selection included.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -34,16 +38,40 @@ from ...metrics.object_retrieval import per_category_ap
 from ...train.selection import Selection, SelectionGrid, select_lr_epochs
 from ...verdicts import Verdict, compare, power_check  # noqa: F401 (power_check: the chapter calls it from here)
 from .data import ForData
-from .folds import (A_A, CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, SUPERVISED, UNTRAINED, Fold,
+from .folds import (A_A, A_A_B, CLUSTER, prepare_fold, score_rows, FOR, GLOBAL, GLOBAL_SLOT, PAPER, SUPERVISED, UNTRAINED, Fold,
                     fold_units, global_slot_diagnostic, unit_matrix)
 from .head import HeadTrainConfig, embed, label_matrix, train_head
 
 Labels = tuple[list[torch.Tensor], torch.Tensor] | None  # (targets per fit image, the text they index); None: no L_pl
 
 
-def a_a_seeds(seeds: Sequence[int]) -> list[int]:
-    """The A/A control's seeds: as many as ``seeds``, following the largest of them (disjoint)."""
-    return [max(seeds) + 1 + k for k in range(len(seeds))]
+@dataclass(frozen=True)
+class AASeeds:
+    """The two sides of the A/A control: each side's evaluation seeds (paired in order) and the
+    selection seeds its schedule is chosen on."""
+
+    a: list[int]
+    b: list[int]
+    a_grid: tuple[int, ...]
+    b_grid: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"side A": self.a, "side B": self.b, "side A selection": list(self.a_grid),
+                "side B selection": list(self.b_grid)}
+
+
+def a_a_seeds(seeds: Sequence[int], grid_seeds: Sequence[int], per_side: int) -> AASeeds:
+    """Side A: the chapter's ``seeds`` (the first ``per_side`` of them), then fresh seeds after every
+    seed in use; its selection seeds are the chapter's ``grid_seeds``. Side B: all of side A's
+    seeds, selection seeds included, shifted past every one of them, so the sides share none and
+    each side's selection seeds stand to its evaluation seeds as the chapter's do."""
+    if per_side < 1:
+        raise ValueError(f"the A/A control needs at least 1 seed per side, got {per_side}")
+    taken = set(seeds) | set(grid_seeds)
+    a = (list(seeds) + [max(taken) + 1 + k for k in range(max(0, per_side - len(seeds)))])[:per_side]
+    used = set(a) | set(grid_seeds)
+    shift = max(used) + 1 - min(used)
+    return AASeeds(a, [s + shift for s in a], tuple(grid_seeds), tuple(s + shift for s in grid_seeds))
 
 
 def arm_settings(fold: Fold, head_kw: dict) -> dict[str, tuple[Labels, dict]]:
@@ -105,11 +133,13 @@ def train_run(data: ForData, fold: Fold, labels: Labels, head_kw: dict, seed: in
 
 
 def select_schedules(data: ForData, fold: Fold, grid: SelectionGrid, head_kw: dict, train_kw: dict,
+                     arms: dict[str, tuple[Labels, dict]] | None = None,
                      ) -> tuple[dict[str, Selection], dict[tuple[str, int], SumClipHead]]:
-    """(lr*, e*) of every trained arm on ``fold``'s validation images (eq-selection), and the
-    heads of that fold at (lr*, e*) for each selection seed: arm -> Selection, (arm, seed) -> head."""
+    """(lr*, e*) of every trained arm (``arms``, by default :func:`arm_settings`) on ``fold``'s
+    validation images (eq-selection), and the heads of that fold at (lr*, e*) for each selection
+    seed: arm -> Selection, (arm, seed) -> head."""
     selections, kept = {}, {}
-    for arm, (labels, kw) in arm_settings(fold, head_kw).items():
+    for arm, (labels, kw) in (arms or arm_settings(fold, head_kw)).items():
         runs: dict[tuple[float, int], Run] = {}
 
         def run(lr: float, seed: int, epochs: int, labels: Labels = labels, kw: dict = kw,
@@ -156,12 +186,15 @@ def fold_runs(data: ForData, fold: Fold, seed: int, selections: dict[str, Select
     return runs, attention
 
 
-def a_a_runs(data: ForData, fold: Fold, seeds: Sequence[int], supervised: Selection, head_kw: dict,
-             train_kw: dict) -> dict[int, torch.Tensor]:
-    """The A/A control's gallery embeddings (I, slots, D) per seed: supervised only trained from
-    each of ``seeds`` at the (lr*, e*) it chose on validation, exactly as its own runs are."""
-    runs = {s: train_run(data, fold, None, head_kw, s, supervised.lr, supervised.epochs, train_kw).head for s in seeds}
-    return {s: embed(head, data.gallery.memory)[0].cpu() for s, head in runs.items()}
+def a_a_runs(data: ForData, fold: Fold, seeds: Sequence[int], selection: Selection, head_kw: dict,
+             train_kw: dict, kept: dict | None = None) -> dict[int, torch.Tensor]:
+    """Gallery embeddings (I, slots, D) per seed of supervised only trained from each of ``seeds``
+    at ``selection``'s (lr*, e*), as its own runs are; a head in ``kept`` under (the selection's
+    arm, seed) is used as it is."""
+    kept = {} if kept is None else kept
+    heads = {s: kept[selection.arm, s] if (selection.arm, s) in kept else
+             train_run(data, fold, None, head_kw, s, selection.lr, selection.epochs, train_kw).head for s in seeds}
+    return {s: embed(head, data.gallery.memory)[0].cpu() for s, head in heads.items()}
 
 
 @dataclass
@@ -177,23 +210,28 @@ class Study:
     last_runs: dict[str, torch.Tensor]
     for_attention: torch.Tensor
     global_slot: list[dict] = field(default_factory=list)
-    a_a_seeds: list[int] = field(default_factory=list)  # the A/A control's seeds, paired in order with the chapter's
+    a_a: AASeeds | None = None  # the A/A control's seeds (its rows are arms A_A and A_A_B)
 
 
 def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int], grid: SelectionGrid,
-              head_kw: dict, train_kw: dict, k_candidates: Sequence[int], fixed_tau: float, seed: int) -> Study:
+              head_kw: dict, train_kw: dict, k_candidates: Sequence[int], fixed_tau: float, seed: int,
+              a_a_per_side: int) -> Study:
     """The fold loop: per fold the choices on validation (:func:`fgclip.studies.for_retrieval.folds.prepare_fold`),
     on the first fold every trained arm's schedule (:func:`select_schedules`), then every
-    (fold, seed) scored on the gallery (:func:`fold_runs`), and the A/A control's seeds
-    (:func:`a_a_seeds`) for supervised only (:func:`a_a_runs`)."""
+    (fold, seed) scored on the gallery (:func:`fold_runs`); and the A/A control, ``a_a_per_side``
+    seeds a side (:func:`a_a_seeds`): side A (arm ``A_A``) supervised only's runs at its chosen
+    schedule, side B (``A_A_B``) its own schedule's (:func:`a_a_runs`)."""
     rows, choices, acceptance, clusters, kept, schedules, shares = [], [], [], {}, {}, {}, []
-    other = a_a_seeds(seeds)
+    aa = a_a_seeds(seeds, grid.seeds, a_a_per_side)
     for f, novel in enumerate(folds):
         fold = prepare_fold(data, f, novel, k_candidates, fixed_tau, seed)
         choices += fold.selection
         acceptance += fold.acceptance
         if f == 0:
             schedules, kept = select_schedules(data, fold, grid, head_kw, train_kw)
+            side_b, kept_b = select_schedules(data, fold, replace(grid, seeds=aa.b_grid), head_kw, train_kw,
+                                              arms={A_A_B: (None, head_kw)})
+            schedules |= side_b
         for s in seeds:
             runs, attention = fold_runs(data, fold, s, schedules, head_kw, train_kw, kept if f == 0 else None,
                                         clusters)
@@ -201,12 +239,16 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
                      for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
             shares.append({"fold": f, "seed": s,
                            **global_slot_diagnostic(data.query_text.cpu(), runs[GLOBAL_SLOT], data.relevant)})
-        for s, emb in a_a_runs(data, fold, other, schedules[SUPERVISED], head_kw, train_kw).items():
-            rows += score_rows(A_A, f, s, data.query_text, emb, data.relevant, data.categories, novel)
+            if s in aa.a:  # side A's runs at the chapter's seeds are the chapter's own
+                rows += score_rows(A_A, f, s, data.query_text, runs[SUPERVISED], data.relevant, data.categories, novel)
+        side_a = a_a_runs(data, fold, [s for s in aa.a if s not in seeds], schedules[SUPERVISED], head_kw, train_kw)
+        side_b = a_a_runs(data, fold, aa.b, schedules[A_A_B], head_kw, train_kw, kept_b if f == 0 else None)
+        rows += [r for name, embs in ((A_A, side_a), (A_A_B, side_b)) for s, emb in embs.items()
+                 for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
     table = pd.DataFrame(rows)  # an arm some fold leaves out (the fixed τ where it cannot decide) is dropped
     complete = table.groupby("arm")["fold"].nunique() == len(folds)
     table = table[table["arm"].isin(complete[complete].index)].reset_index(drop=True)
-    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention, shares, other)
+    return Study(table, selection_rows(schedules) + choices, acceptance, schedules, runs, attention, shares, aa)
 
 
 def selection_rows(selections: dict[str, Selection]) -> list[dict]:

@@ -65,7 +65,7 @@ if "google.colab" in sys.modules:
 # %% tags=["parameters"]
 seed: int = 0  # folds, data split, k-means, query init, batch order and the A/A control's seeds all derive from it
 n_seeds: int = 2  # training seeds per fold (seed, seed + 1, ...); the first two are also the selection seeds [at least 1]
-a_a_seeds: int = 2  # seeds per side of the A/A negative control (side A: the chapter's seeds, then fresh ones); at the CPU default it cannot show equivalence (see the falsification) [at least 1]
+a_a_seeds: int = 2  # seeds per side of the A/A negative control (side A: the chapter's seeds, then fresh ones); the falsification says whether its interval fit within the margin at all [at least 1]
 n_folds: int = 8  # the novel split rotates over this many disjoint folds of the drawn categories; one head per fold and seed [at least 2]
 model: str = "toy-rn"  # a toy config or an open_clip ResNet name ("RN50")
 pretrained: str = "toy"  # toy: the committed checkpoint; or a checkpoint path; or e.g. openai
@@ -466,12 +466,13 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 # with side A over the same folds. Nothing differs between the sides but the seeds (the
 # selection's included, so the small advantage the selection gives the very seeds it was
 # chosen on is on both sides), and it must come out *equivalent* within the margin; a
-# "cannot tell" does not count. At the CPU default of two seeds a side its interval is wider
-# than the margin, so it *cannot* pass, and the falsification then says that the test cannot
-# decide at this size; what the A/A still gives is the size of the shift a change of seeds
-# alone makes, printed against the controls' and the test's differences, and how many seeds a
-# side it would need to fit within half the margin. When either control misbehaves, the test cannot decide here. The power check below asks whether
-# the half-width of the test's interval is at most half the larger of its difference and the
+# "cannot tell" does not count. Where its interval comes out wider than the margin, as it
+# can at the CPU default of two seeds a side, it could not have passed whatever the arms did,
+# and the falsification says so and that the test cannot decide at this size; the A/A still
+# gives the size of the shift a change of seeds alone makes, printed against the controls' and
+# the test's differences, with a lower bound on the seeds a side it would need. When either
+# control misbehaves, the test cannot decide here. The power check below asks whether the
+# half-width of the test's interval is at most half the larger of its difference and the
 # margin; it is reported, whatever it says, for every verdict of the chapter.
 
 # %%

@@ -227,3 +227,28 @@ def test_prepare_fold_chooses_on_validation_and_every_arm_is_selected_and_traine
     a_a = fp.a_a_runs(data, fold, [1, 2], schedules[ff.SUPERVISED], head_kw, train_kw)
     torch.testing.assert_close(a_a[1], fp.embed(kept[ff.SUPERVISED, 1], data.gallery.memory)[0])
     assert not torch.allclose(a_a[2], a_a[1])  # another seed, another head
+
+
+def test_run_study_gives_each_a_a_side_its_own_selection(small_study):
+    """Side B of the A/A chooses its schedule on its own selection seeds and trains its own seeds;
+    side A's rows at the chapter's seeds are supervised only's own."""
+    from fgclip.studies.for_retrieval import folds as ff, protocol as fp
+    from fgclip.train.selection import SelectionGrid
+    data, _ = small_study
+    folds = [data.categories[:3], data.categories[3:6]]
+    head_kw = dict(n_queries=3, n_layers=1, d_model=8, residual=False, train_out=True)
+    train_kw = dict(batch_size=16, precision="fp32")
+    grid = SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), seeds=(0, 1), epochs=2)
+    study = fp.run_study(data, folds, [0, 1], grid, head_kw, train_kw, [1, 2], 5e-4, 0, a_a_per_side=3)
+    aa, side_b = study.a_a, study.schedules[ff.A_A_B]
+    assert (aa.a, aa.b, aa.b_grid) == ([0, 1, 2], [3, 4, 5], (3, 4)) and side_b.seeds == (3, 4)
+    rows = study.rows.set_index(["arm", "fold", "seed", "category"])["AP"]
+    assert sorted(study.rows[study.rows["arm"] == ff.A_A_B]["seed"].unique()) == [3, 4, 5]
+    side_a = rows[ff.A_A]
+    assert side_a[side_a.index.get_level_values("seed").isin([0, 1])].equals(rows[ff.SUPERVISED])  # the chapter's runs
+    assert 2 in side_a.index.get_level_values("seed")  # and a fresh seed
+    fold1 = ff.prepare_fold(data, 1, folds[1], [1, 2], 5e-4, 0)
+    emb = fp.a_a_runs(data, fold1, [5], side_b, head_kw, train_kw)[5]  # side B's seed 5, fold 1, at side B's schedule
+    again = ff.score_rows(ff.A_A_B, 1, 5, data.query_text, emb, data.relevant, data.categories, folds[1])
+    np.testing.assert_array_equal([r["AP"] for r in again],  # NaN: a category with no relevant gallery image
+                                  rows[ff.A_A_B].loc[(1, 5)].reindex([r["category"] for r in again]).to_numpy())

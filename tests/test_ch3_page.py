@@ -212,13 +212,18 @@ def test_one_fixed_split_has_no_gain_verdict_and_says_so():
     assert "too few units to pair" in page.forgetting_sentence(*cv.forgetting, sel)
 
 
-def test_a_a_sentence_sets_the_a_a_reach_against_the_differences():
+def test_a_a_sentence_sets_the_a_a_half_width_against_the_differences():
     aa = replace(_verdict(CANNOT_TELL, arms=(ff.A_A_B, ff.A_A)), difference=-0.025, ci_low=-0.08, ci_high=0.03)
     small, big = (replace(_verdict(A_BETTER, arms=(ff.PLANTED, ff.SUPERVISED)), claim=c, difference=d)
                   for c, d in (("planted", 0.05), ("central", 0.09)))
     text = page.a_a_sentence(aa, [small])
-    assert "moved supervised only by -0.025 [-0.080, +0.030]" in text and "a shift of up to 0.080" in text
-    assert "planted +0.050 (within it), so at this size neither is shown to exceed" in text
-    assert "half-width, 0.055, would fit within half the margin (±0.01) at about 61 seeds a side" in text  # 2 x 5.5^2
+    assert "moved supervised only by -0.025 [-0.080, +0.030]: a half-width of 0.055" in text
+    assert "planted +0.050 (within it), so at this size it is not shown to exceed what a change of seeds" in text
     both = page.a_a_sentence(aa, [small, big])
-    assert "central +0.090 (beyond it)." in both and "neither is shown" not in both
+    assert "central +0.090 (beyond it)." in both and "shown to exceed" not in both
+    two = page.a_a_sentence(aa, [small, replace(small, claim="central", difference=-0.01)])
+    assert "so at this size neither is shown to exceed what a change of seeds alone can make." in two
+    assert "seeds a side" not in two  # no standard error recorded: no size is estimated
+    # the size: se 0.02 at 2 seeds, t at 1.96: 2 x (0.02 x 1.96 / 0.01)^2 = 30.7 -> at least about 31
+    sized = page.a_a_sentence(replace(aa, standard_error=0.02), [small])
+    assert "would need at least about 31 seeds a side (its standard error, 0.020 at 2" in sized

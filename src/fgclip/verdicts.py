@@ -73,6 +73,7 @@ class Verdict:
     higher_is_better: bool = True
     seed_differences: tuple[float, ...] = field(default=())
     margin: float | None = None  # the declared margin of practical equivalence m (None: none declared)
+    standard_error: float | None = None  # sqrt of eq-verdict-se's se^2, the interval's half-width over its t
 
     @property
     def winner(self) -> str | None:
@@ -243,7 +244,8 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
                    n_seeds=n_seeds, n_units=int(observed.any(axis=0).sum()),
                    n_clusters=n_clusters, unit=unit, cluster_unit=cluster_unit,
                    seeds_agreeing=agreeing, verdict=verdict, higher_is_better=higher_is_better,
-                   seed_differences=tuple(float(m) for m in seed_means), margin=margin)
+                   seed_differences=tuple(float(m) for m in seed_means), margin=margin,
+                   standard_error=float(np.sqrt(se2)))
 
 
 @dataclass(frozen=True)

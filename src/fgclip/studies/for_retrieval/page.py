@@ -246,23 +246,29 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
 
 
 def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
-    """What the A/A says about the size of the chapter's noise: the largest shift its interval
-    allows where nothing differs but the seeds (the selection's included), set against the
-    differences of ``others``, and the seeds a side its half-width would need to fit within
-    half the margin, taking it to shrink as 1/sqrt(seeds)."""
-    reach = max(abs(negative.ci_low), abs(negative.ci_high))
+    """What the A/A says about the size of the chapter's noise: the half-width of its interval,
+    where nothing differs but the seeds (the selection's included), set against the differences
+    of ``others`` (a cautious yardstick: those comparisons pair arms trained from the same seeds,
+    the A/A arms from different ones); and a lower bound on the seeds a side at which its
+    half-width would fit within half the margin: its standard error taken to shrink as
+    1/sqrt(seeds) and its t at the normal 1.96, which is smaller than any t of finite degrees of
+    freedom (the two selection seeds of each side stay two, so the sides' schedules do not
+    average out)."""
     half = (negative.ci_high - negative.ci_low) / 2
     n = negative.n_seeds
-    need = max(n, int(np.ceil(n * (half / (negative.margin / 2)) ** 2)))
-    said = "; ".join(f"{v.claim} {v.difference:+.3f} ({'within' if abs(v.difference) <= reach else 'beyond'} it)"
-                     for v in others)
-    within = all(abs(v.difference) <= reach for v in others)
-    return (f"A change of seeds alone, the selection included, moved supervised only by {negative.difference:+.3f} "
-            f"{negative.interval()}: at {n} seeds a side the A/A cannot rule out a shift of up to {reach:.3f} where "
-            f"nothing differs. Against that reach: {said}"
-            + (", so at this size neither is shown to exceed what a change of seeds alone can make." if within else ".")
-            + f" The A/A's half-width, {half:.3f}, would fit within half the margin (±{negative.margin / 2:g}) at about "
-              f"{need} seeds a side, if it shrinks as 1/√seeds.")
+    inside = [abs(v.difference) <= half for v in others]
+    said = "; ".join(f"{v.claim} {v.difference:+.3f} ({'within' if i else 'beyond'} it)" for v, i in zip(others, inside))
+    none = {1: "it is not", 2: "neither is"}.get(len(others), "none is")
+    out = (f"A change of seeds alone, the selection included, moved supervised only by {negative.difference:+.3f} "
+           f"{negative.interval()}: a half-width of {half:.3f} where nothing differs but the seeds. Against that "
+           f"half-width (a cautious yardstick: the other comparisons pair arms trained from the same seeds): {said}"
+           + (f", so at this size {none} shown to exceed what a change of seeds alone can make." if all(inside) else "."))
+    if negative.standard_error is None or negative.margin is None:
+        return out
+    need = max(n, int(np.ceil(n * (negative.standard_error * 1.96 / (negative.margin / 2)) ** 2)))
+    return out + (f" For its half-width to fit within half the margin (±{negative.margin / 2:g}) the A/A would need at "
+                  f"least about {need} seeds a side (its standard error, {negative.standard_error:.3f} at {n}, taken to "
+                  f"shrink as 1/√seeds; the two selection seeds of each side stay two).")
 
 
 def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[str, Selection], margin: float,

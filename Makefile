@@ -43,10 +43,10 @@ $(KERNEL_CONFIG): Makefile | $(STAMP)
 # (fgclip.book_cache), the longest first; jupyter-book then renders from the cache. On the
 # 2-core machine this takes about 60% of the time of jupyter-book's one-after-the-other run.
 BOOK_JOBS ?= 2
-# ch1 and ch3 first, then ch0, ch4, ch2: in /work/main at 982e1e8 (AMD EPYC, 2 cores, 12-06: ch1 610,
-# ch3 332, ch0 205, ch4 265, ch2 61 s) ch2 follows ch1 (671 s) and the other lane ends at 803 s; of the
-# other orders, ch0 after ch1 ends at about 815 s
-BOOK_CHAPTER_ORDER := ch1 ch3 ch0 ch4 ch2
+# ch1 and ch3 first, then ch4, ch0, ch2: on a clean clone of b4fb4ac in CI (AMD EPYC, 2 cores, 12-06: ch1 642,
+# ch3 353, ch4 303, ch0 182, ch2 61 s) the order ch1 ch3 ch0 ch4 ch2 ended its lanes at 703 and 839 s; in
+# this order ch4 follows ch3 (656 s), ch0 follows ch1 (824 s) and ch2 ch4 (717 s)
+BOOK_CHAPTER_ORDER := ch1 ch3 ch4 ch0 ch2
 BOOK_ORDER := $(foreach c,$(BOOK_CHAPTER_ORDER),$(wildcard notebooks/$(c)_*.ipynb)) \
 	$(filter-out $(foreach c,$(BOOK_CHAPTER_ORDER),notebooks/$(c)_%),$(wildcard notebooks/ch*.ipynb))
 

@@ -45,7 +45,8 @@ $(KERNEL_CONFIG): Makefile | $(STAMP)
 BOOK_JOBS ?= 2
 # ch1 and ch3 first, then ch4, ch0, ch2: on a clean clone of b4fb4ac in CI (AMD EPYC, 2 cores, 12-06: ch1 642,
 # ch3 353, ch4 303, ch0 182, ch2 61 s) the order ch1 ch3 ch0 ch4 ch2 ended its lanes at 703 and 839 s; in
-# this order ch4 follows ch3 (656 s), ch0 follows ch1 (824 s) and ch2 ch4 (717 s)
+# this order ch4 follows ch3 (656 s), ch0 follows ch1 (824 s) and ch2 ch4 (717 s); `make book` on that
+# clone at 4702770 (venv in place): chapters 809 s, 815 s in all
 BOOK_CHAPTER_ORDER := ch1 ch3 ch4 ch0 ch2
 BOOK_ORDER := $(foreach c,$(BOOK_CHAPTER_ORDER),$(wildcard notebooks/$(c)_*.ipynb)) \
 	$(filter-out $(foreach c,$(BOOK_CHAPTER_ORDER),notebooks/$(c)_%),$(wildcard notebooks/ch*.ipynb))

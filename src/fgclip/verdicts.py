@@ -76,6 +76,11 @@ class Verdict:
     standard_error: float | None = None  # sqrt of eq-verdict-se's se^2, the interval's half-width over its t
 
     @property
+    def half_width(self) -> float:
+        """(hi - lo) / 2, the interval's half-width."""
+        return (self.ci_high - self.ci_low) / 2
+
+    @property
     def winner(self) -> str | None:
         """The better arm's name, or None when the verdict is 'equivalent' or 'cannot tell'."""
         return {A_BETTER: self.arms[0], B_BETTER: self.arms[1]}.get(self.verdict)
@@ -276,9 +281,8 @@ class Falsification:
             return "stayed quiet"
         if neg.verdict in (A_BETTER, B_BETTER):
             return "did NOT stay quiet"
-        half = (neg.ci_high - neg.ci_low) / 2
-        if half > neg.margin:
-            return (f"could NOT show equivalence: its interval's half-width, {half:.3f}, is wider than the "
+        if neg.half_width > neg.margin:
+            return (f"could NOT show equivalence: its interval's half-width, {neg.half_width:.3f}, is wider than the "
                     f"margin ±{neg.margin:g}, so at this size it could not have passed")
         return f"was NOT shown equivalent within ±{neg.margin:g}"
 
@@ -317,7 +321,7 @@ def power_check(v: Verdict, margin: float | None = None) -> dict[str, Any]:
     the target max(|difference|, margin) / 2 (``margin`` defaults to the verdict's own); a record
     for results.json, never an assertion."""
     m = v.margin if margin is None else margin
-    half = (v.ci_high - v.ci_low) / 2
+    half = v.half_width
     target = 0.5 * max(abs(v.difference), m or 0.0)
     return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "n_clusters": v.n_clusters,
             "half_width": float(half), "target": float(target), "met": bool(half <= target)}

@@ -254,7 +254,7 @@ def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
     1/sqrt(seeds) and its t at the normal 1.96, which is smaller than any t of finite degrees of
     freedom (the two selection seeds of each side stay two, so the sides' schedules do not
     average out)."""
-    half = (negative.ci_high - negative.ci_low) / 2
+    half = negative.half_width
     n = negative.n_seeds
     inside = [abs(v.difference) <= half for v in others]
     said = "; ".join(f"{v.claim} {v.difference:+.3f} ({'within' if i else 'beyond'} it)" for v, i in zip(others, inside))

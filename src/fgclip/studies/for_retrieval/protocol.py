@@ -235,12 +235,13 @@ def run_study(data: ForData, folds: Sequence[Sequence[str]], seeds: Sequence[int
         for s in seeds:
             runs, attention = fold_runs(data, fold, s, schedules, head_kw, train_kw, kept if f == 0 else None,
                                         clusters)
-            rows += [r for name, emb in runs.items()
-                     for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
+            scored = [r for name, emb in runs.items()
+                      for r in score_rows(name, f, s, data.query_text, emb, data.relevant, data.categories, novel)]
+            rows += scored
             shares.append({"fold": f, "seed": s,
                            **global_slot_diagnostic(data.query_text.cpu(), runs[GLOBAL_SLOT], data.relevant)})
-            if s in aa.a:  # side A's runs at the chapter's seeds are the chapter's own
-                rows += score_rows(A_A, f, s, data.query_text, runs[SUPERVISED], data.relevant, data.categories, novel)
+            if s in aa.a:  # side A's runs at the chapter's seeds are the chapter's own: their rows, renamed
+                rows += [{**r, "arm": A_A} for r in scored if r["arm"] == SUPERVISED]
         side_a = a_a_runs(data, fold, [s for s in aa.a if s not in seeds], schedules[SUPERVISED], head_kw, train_kw)
         side_b = a_a_runs(data, fold, aa.b, schedules[A_A_B], head_kw, train_kw, kept_b if f == 0 else None)
         rows += [r for name, embs in ((A_A, side_a), (A_A_B, side_b)) for s, emb in embs.items()

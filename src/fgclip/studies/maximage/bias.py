@@ -134,7 +134,7 @@ def centre_prior_sentence(f: verdicts.Falsification) -> str:
     of the biased model's centre-cell share over the bias-0 model's."""
     t, head, p = f.test, f.sentence(), f.positive
     if not f.positive_passed:  # a planted excess of exactly the margin shows once the half-width is below it
-        head += (f" The planted prior's interval has half-width {(p.ci_high - p.ci_low) / 2:.3f}; it would need "
+        head += (f" The planted prior's interval has half-width {p.half_width:.3f}; it would need "
                  f"one below the margin ({p.margin:g}) to show.")
     if f.controls_pass and t.verdict == verdicts.A_BETTER:  # 'better' here is more centre argmaxes: a prior
         size = ("an excess of the margin ({:g}) is neither shown nor excluded" if t.ci_low < t.margin < t.ci_high else

@@ -217,3 +217,26 @@ def test_convergence_sentence_names_late_arms_with_their_last_third_drop():
     assert ma.convergence_sentence([done, edge], 6).endswith("might have done better: edge (0.03, the largest)")
     with pytest.raises(ValueError, match="budget"):
         ma.convergence_sentence([done], 1)
+
+
+def test_stacks_in_chunks_join_into_the_run_of_one_stack():
+    from dataclasses import replace
+
+    from fgclip.studies.maximage import replicas as rp
+
+    data = _split(8, 0)
+    cfg = replace(BASE, loss="triplet-hardest", mask_same_text=False)
+    args = (data, data, cfg, [1e-3, 1e-2], [0, 1, 2], 3, rp.steps_per_pass(8, 4))
+    whole = rp.train_stacks(*args, keep_states=True, stack_size=3)
+    parts = rp.train_stacks(*args, keep_states=True, stack_size=2)  # chunks (0, 1) and (2,)
+    assert parts.seeds == whole.seeds == (0, 1, 2) and parts.curves.keys() == whole.curves.keys()
+    for key in whole.curves:
+        np.testing.assert_allclose(parts.curves[key], whole.curves[key], rtol=1e-4)
+        np.testing.assert_allclose(parts.train_curves[key], whole.train_curves[key], rtol=1e-4)
+    for period in (2, None):
+        for a, b in zip(parts.heads(1e-2, period), whole.heads(1e-2, period)):
+            for x, y in zip(a.state_dict().values(), b.state_dict().values()):
+                torch.testing.assert_close(x, y, rtol=1e-3, atol=1e-5)
+    assert [r["loss"] for r in parts.history] == pytest.approx([r["loss"] for r in whole.history], rel=1e-4)
+    with pytest.raises(ValueError, match="stack_size"):
+        rp.train_stacks(*args, stack_size=0)

@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--page", default="book/replication_last.md", help="the table the book's page includes")
     rep.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
     rep.add_argument("--jobs", type=int, default=1, help="chapters run side by side (give each one thread)")
+    aa = sub.add_parser("ch3-a-a", help="chapter 3's A/A at a size the book cannot pay for, to book/ch3_a_a_last.md")
+    aa.add_argument("--per-side", type=int, default=20, help="A/A seeds a side (the chapter's a_a_seeds)")
+    aa.add_argument("--runs-dir", default="runs/ch3-a-a")
+    aa.add_argument("--results", default="", help="an existing ch3 results.json instead of a new run")
+    aa.add_argument("--commit", default="", help="with --results: the commit it ran at (default: HEAD)")
+    aa.add_argument("--page", default="book/ch3_a_a_last.md")
     return p
 
 
@@ -81,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.command == "replicate":
             return _replicate(a)
+        if a.command == "ch3-a-a":
+            return _ch3_a_a(a)
         params: dict = {}
         for f in a.file:
             path = PARAMS_DIR / a.chapter / f"{f}.yaml" if "/" not in f and not f.endswith(".yaml") else f
@@ -112,6 +120,34 @@ def _replicate(a: argparse.Namespace) -> int:
         if row["status"] == "reversed":
             print(f"REVERSED: {row['chapter']}: {row['claim']} ({row['arms']}): {row['book']} -> {row['replicate']}")
     return 1 if result["counts"]["reversed"] else 0
+
+
+def _ch3_a_a(a: argparse.Namespace) -> int:
+    import datetime as dt
+    import subprocess
+    from pathlib import Path
+
+    from .fileio import atomic_write_text
+    from .studies.for_retrieval.a_a_scale import a_a_markdown, a_a_verdict
+
+    if a.per_side < 1:
+        print(f"error: --per-side must be at least 1, got {a.per_side}", file=sys.stderr)
+        return 2
+    path = Path(a.results) if a.results else run_chapter_results("ch3", {"a_a_seeds": a.per_side}, a.runs_dir)
+    results = json.loads(path.read_text())
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = {"date": dt.date.today().isoformat(), "commit": a.commit or head or "unknown",
+            "command": f"python -m fgclip run ch3 -p a_a_seeds {len(results['a_a_seeds']['side A'])}"}
+    atomic_write_text(Path(a.page), a_a_markdown(results, meta))
+    print(f"{a.page}: {a_a_verdict(results)['outcome']}")
+    return 0
+
+
+def run_chapter_results(chapter: str, params: dict, runs_dir: str):
+    """Run ``chapter`` with ``params`` (:func:`fgclip.runner.run_chapter`): its results.json."""
+    from .runner import run_chapter
+
+    return run_chapter(chapter, params, runs_dir) / "results.json"
 
 
 if __name__ == "__main__":

@@ -250,3 +250,15 @@ def test_an_equivalence_that_excludes_zero_names_the_arm_ahead_and_a_bound_on_th
     edge = replace(v, ci_low=-0.0203, ci_high=0.04964)  # rounds onto the margin at 3 digits
     assert "[-0.0203, +0.0496]" in edge.brief() and edge.interval() == "[-0.0203, +0.0496]" and "to +0.0496;" in edge.sentence()
     assert "[-0.020, +0.040]" in replace(v, ci_low=-0.0203, ci_high=0.0403).brief()  # away from it: 3 digits
+
+
+def test_power_check_of_a_negative_control_targets_the_margin():
+    def aa(a):
+        return compare(np.array(a), np.full(len(a), 0.5), claim="A/A", arms=("B", "A"), unit="units", margin=0.02)
+
+    v = aa([0.50, 0.52, 0.49, 0.51, 0.50, 0.505, 0.495, 0.50])
+    as_test, as_null = power_check(v), power_check(v, null=True)
+    assert as_null["target"] == 0.02 and as_test["target"] == pytest.approx(0.5 * max(abs(v.difference), 0.02))
+    assert as_null["met"] == (v.half_width <= 0.02) and "negative control" in as_null["rule"]
+    wide = aa([0.40, 0.60, 0.45, 0.55])
+    assert wide.half_width > 0.02 and not power_check(wide, null=True)["met"]

@@ -316,15 +316,18 @@ def falsify(test: Verdict, positive: Verdict, negative: Verdict, effect: str = A
                          positive_passed=positive.verdict == effect, negative_passed=negative_passed)
 
 
-def power_check(v: Verdict, margin: float | None = None) -> dict[str, Any]:
+def power_check(v: Verdict, margin: float | None = None, null: bool = False) -> dict[str, Any]:
     """Is a comparison's interval narrow enough to decide? Its half-width (hi - lo) / 2 against
     the target max(|difference|, margin) / 2 (``margin`` defaults to the verdict's own); a record
-    for results.json, never an assertion."""
+    for results.json, never an assertion. ``null``: a negative control, which passes only as
+    "equivalent", so the target is the margin itself (a wider interval cannot fit within
+    [-margin, +margin] wherever it lies)."""
     m = v.margin if margin is None else margin
     half = v.half_width
-    target = 0.5 * max(abs(v.difference), m or 0.0)
+    target = (m or 0.0) if null else 0.5 * max(abs(v.difference), m or 0.0)
     return {"claim": v.claim, "arms": list(v.arms), "n_seeds": v.n_seeds, "n_clusters": v.n_clusters,
-            "half_width": float(half), "target": float(target), "met": bool(half <= target)}
+            "half_width": float(half), "target": float(target), "met": bool(half <= target),
+            "rule": "half-width <= margin (negative control)" if null else "half-width <= max(|difference|, margin) / 2"}
 
 
 def verdict_records(verdicts: Iterable[Verdict]) -> list[dict[str, Any]]:

@@ -224,7 +224,9 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
         raise ValueError("checks is empty: no verdict was power-checked")
     n_folds, n_categories = len(folds), len(categories)
     low = [c for c in checks if not c["met"]]
-    names = "; ".join(f"{c['claim']} (half-width {c['half_width']:.3f}, target {c['target']:.3f})" for c in low)
+    names = "; ".join(f"{c['claim']} (half-width {c['half_width']:.3f}, target {c['target']:.3f}"
+                      f"{', the margin: a negative control' if 'negative control' in c.get('rule', '') else ''})"
+                      for c in low)
     head = (f"{len(low)} of the {len(checks)} verdicts are under-powered by that rule: {names}." if low else
             f"All {len(checks)} verdicts meet that rule.")
     if central["met"]:

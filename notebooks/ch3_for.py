@@ -471,8 +471,9 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 # and the falsification says so and that the test cannot decide at this size; the A/A still
 # gives the size of the shift a change of seeds alone makes, printed against the controls' and
 # the test's differences, with a lower bound on the seeds a side it would need (a bound, not
-# a promise: run once at twenty seeds a side outside the book, the A/A failed, because the two
-# sides' selection seeds chose different schedules; the critique shows that run). When either
+# a promise: the two sides' choices of schedule do not average out, and the folds keep their
+# share of the interval's width; the critique shows an A/A run outside the book at twenty seeds
+# a side, which failed). When either
 # control misbehaves, the test cannot decide here. The power check below asks whether the
 # half-width of the test's interval is at most half the larger of its difference and the
 # margin (for the A/A, which passes only as equivalent, at most the margin itself); it is

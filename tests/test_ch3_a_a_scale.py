@@ -1,13 +1,17 @@
-"""Chapter 3's A/A at scale: the page written from a results file, and the committed page."""
-import re
+"""Chapter 3's A/A at scale: the record and page written from a results file, and the committed
+page, which must be what its committed record gives and must hold what the critique says of it."""
+import json
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fgclip.studies.for_retrieval import a_a_scale as aas
 from fgclip.studies.for_retrieval.folds import A_A, A_A_B, SUPERVISED
 
 ROOT = Path(__file__).resolve().parents[1]
+META = {"date": "2026-12-06", "commit": "abc1234", "command": "cmd"}
 
 
 def _results(arms=(A_A_B, A_A)) -> dict:
@@ -16,67 +20,78 @@ def _results(arms=(A_A_B, A_A)) -> dict:
                 "curves": curves}
     return {"a_a_seeds": {"side A": [0, 1, 2], "side B": [3, 4, 5], "side A selection": [0, 1], "side B selection": [3, 4]},
             "selection": {SUPERVISED: sel(SUPERVISED, 0.003, 1, {"0.003": [[0.7, 0.5], [0.6, 0.5]]}),
-                          A_A_B: sel(A_A_B, 0.003, 2, {"0.003": [[0.4, 0.8], [0.5, 0.6]]})},
-            "verdicts": [{"arms": list(arms), "mean_a": 0.25, "mean_b": 0.40, "difference": -0.15, "ci_low": -0.2,
-                          "ci_high": -0.1, "margin": 0.02, "n_clusters": 8, "cluster_unit": "folds",
-                          "unit": "novel pairs", "outcome": f"{A_A} better"}]}
+                          A_A_B: sel(A_A_B, 0.003, 2, {"0.003": [[0.4, 0.8], [0.5, 0.6]]}), "FOR": {}},
+            "verdicts": [{"claim": "A/A (novel AP)", "arms": list(arms), "mean_a": 0.25, "mean_b": 0.40,
+                          "difference": -0.15, "ci_low": -0.2, "ci_high": -0.1, "margin": 0.02, "n_clusters": 8,
+                          "n_seeds": 3, "seeds_agreeing": 3, "seed_differences": [-0.1, -0.2, -0.15],
+                          "outcome": f"{A_A} better"}]}
 
 
 def test_page_by_hand():
-    text = aas.a_a_markdown(_results(), {"date": "2026-12-06", "commit": "abc1234", "command": "cmd"})
+    record = aas.a_a_record(_results(), META)
+    assert set(record["selection"]) == {SUPERVISED, A_A_B}  # only what the page needs is kept
+    text = aas.a_a_markdown(record)
     # side A chose (0.003, 1): 0.65 on its seeds, on side B's seeds (0.4 + 0.5) / 2 = 0.45;
     # side B chose (0.003, 2): 0.70 on its seeds, on side A's (0.5 + 0.5) / 2 = 0.50
     assert "| side A | 0-2 | 0, 1 | 0.003 | 1 | 0.650 | 0.450 |" in text
     assert "| side B | 3-5 | 3, 4 | 0.003 | 2 | 0.700 | 0.500 |" in text
-    assert "side B 0.250, side A 0.400, difference -0.150 [-0.200, -0.100], half-width 0.050 against the margin 0.02" in text
-    assert "commit `abc1234`" in text and "3 seeds a side, 8 clusters: folds" in text
+    assert ("A/A (novel AP): side B 0.250, side A 0.400, difference -0.150 [-0.200, -0.100]; 3 of 3 paired seeds agree "
+            "in sign (from -0.200 to -0.100); half-width 0.050 against the margin 0.02") in text
+    assert "commit `abc1234`" in text and "3 seeds a side; the interval resamples 8 folds as clusters" in text
 
 
 def test_refuses_a_results_file_without_one_a_a_or_with_the_sides_swapped():
     with pytest.raises(ValueError, match="expected one A/A verdict"):
-        aas.a_a_markdown({**_results(), "verdicts": []}, {"date": "", "commit": "", "command": ""})
+        aas.a_a_record({**_results(), "verdicts": []}, META)
     with pytest.raises(ValueError, match="side B first"):
-        aas.a_a_markdown(_results((A_A, A_A_B)), {"date": "", "commit": "", "command": ""})
+        aas.a_a_record(_results((A_A, A_A_B)), META)
+    with pytest.raises(ValueError, match="no selection record"):
+        aas.a_a_record({**_results(), "selection": {SUPERVISED: {}}}, META)
     with pytest.raises(ValueError, match="no curve at lr 0.01"):
         aas.other_side_score(_results()["selection"][SUPERVISED], 0.01, 1)
 
 
-def test_committed_page_is_one_the_module_writes_and_the_critique_includes_it():
-    page = (ROOT / "book" / "ch3_a_a_last.md").read_text()
-    m = re.search(r"difference ([+-]\d\.\d{3}) \[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\], half-width (\d\.\d{3})", page)
-    assert m, page
-    d, lo, hi, half = map(float, m.groups())
-    assert lo <= d <= hi and half == pytest.approx((hi - lo) / 2, abs=1e-3)
-    assert page.startswith("Last run: ") and "python -m fgclip run ch3 -p a_a_seeds" in page
-    assert "```{include} ch3_a_a_last.md" in (ROOT / "book" / "ch3_critique.md").read_text()
-
-
-def test_what_the_critique_says_of_the_committed_page_holds_there():
-    """The critique's prose on the page: the A/A failed (a side better, not equivalent) with a
-    half-width over the margin; both sides chose one lr and different epochs; each choice scores
-    lower on the other side's selection seeds; the longer schedule has the lower novel AP."""
-    page = (ROOT / "book" / "ch3_a_a_last.md").read_text()
-    rows = {m[0]: (float(m[1]), int(m[2]), float(m[3]), float(m[4])) for m in
-            re.findall(r"\| (side [AB]) \| [\d-]+ \| [\d, ]+ \| ([\d.e-]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|", page)}
-    assert set(rows) == {"side A", "side B"}, page
-    (lr_a, ep_a, own_a, other_a), (lr_b, ep_b, own_b, other_b) = rows["side A"], rows["side B"]
-    assert lr_a == lr_b and ep_a != ep_b and other_a < own_a and other_b < own_b
-    means = re.search(r"side B (\d\.\d{3}), side A (\d\.\d{3}).*half-width (\d\.\d{3}) against the margin ([\d.]+): "
-                      r"\*\*(.+) better\*\*", page)
-    assert means, page
-    b, a, half, margin = map(float, means.groups()[:4])
-    assert half > margin and abs(b - a) >= 3 * margin  # failed by several times the margin
-    assert (b < a) == (ep_b > ep_a)  # the longer schedule kept less on the novel names
-
-
-def test_the_command_line_writes_the_page_from_a_results_file(tmp_path):
-    import json
-
+def test_the_command_line_writes_the_record_and_page_from_a_results_file(tmp_path):
     from fgclip.__main__ import main
 
     res, page = tmp_path / "results.json", tmp_path / "page.md"
     res.write_text(json.dumps(_results()))
+    os.utime(res, (1764979200, 1764979200))  # 2025-12-06 00:00 UTC: the run's day goes on the page
     assert main(["ch3-a-a", "--results", str(res), "--commit", "abc1234", "--page", str(page)]) == 0
-    text = page.read_text()
-    assert "commit `abc1234`" in text and "`python -m fgclip run ch3 -p a_a_seeds 3`" in text
+    record = json.loads(page.with_suffix(".json").read_text())
+    assert record["meta"]["date"].startswith("2025-12-0") and record["meta"]["commit"] == "abc1234"
+    assert record["meta"]["command"] == "python -m fgclip run ch3 -p a_a_seeds 3"
+    assert page.read_text() == aas.a_a_markdown(record)
     assert main(["ch3-a-a", "--per-side", "0", "--page", str(page)]) == 2
+
+
+def test_committed_page_is_its_records_and_the_critique_includes_it():
+    record = json.loads((ROOT / "book" / "ch3_a_a_last.json").read_text())
+    assert (ROOT / "book" / "ch3_a_a_last.md").read_text() == aas.a_a_markdown(record)
+    assert "```{include} ch3_a_a_last.md" in (ROOT / "book" / "ch3_critique.md").read_text()
+
+
+def test_what_the_critique_says_of_the_committed_run_holds_there():
+    """The critique's prose on that run: the A/A failed (a side better), its whole interval at
+    least three margins from zero and every paired seed of one sign, its half-width still over
+    the margin; both sides chose one lr (the grid's largest) and different epochs; each choice
+    scores lower on the other side's selection seeds; the longer schedule has the lower novel AP."""
+    record = json.loads((ROOT / "book" / "ch3_a_a_last.json").read_text())
+    v, sel = record["verdict"], record["selection"]
+    a, b = sel[SUPERVISED], sel[A_A_B]
+    assert v["outcome"].endswith("better") and v["seeds_agreeing"] == v["n_seeds"] >= 20
+    assert v["ci_high"] <= -3 * v["margin"] or v["ci_low"] >= 3 * v["margin"]
+    assert (v["ci_high"] - v["ci_low"]) / 2 > v["margin"]
+    assert a["lr"] == b["lr"] == max(float(lr) for lr in a["curves"]) and a["epochs"] != b["epochs"]
+    assert aas.other_side_score(b, a["lr"], a["epochs"]) < a["score"]
+    assert aas.other_side_score(a, b["lr"], b["epochs"]) < b["score"]
+    assert (v["mean_a"] < v["mean_b"]) == (b["epochs"] > a["epochs"])  # side B is mean_a
+
+    def seed_gap(s: dict, lr) -> float:  # mean distance between the selection seeds' curves
+        c = np.asarray(s["curves"][str(lr)])
+        return float(np.abs(c[:, None] - c[None]).mean())
+    for s in (a, b):  # the chosen lr is where the seeds' curves lie furthest apart
+        assert max(s["curves"], key=lambda lr: seed_gap(s, lr)) == str(s["lr"])
+    # most of the interval's width is the folds': the seeds' share of its variance is under half
+    d = np.asarray(v["seed_differences"])
+    assert (d.std(ddof=1) / np.sqrt(len(d))) ** 2 < 0.5 * v["standard_error"] ** 2

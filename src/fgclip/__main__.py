@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     aa.add_argument("--runs-dir", default="runs/ch3-a-a")
     aa.add_argument("--results", default="", help="an existing ch3 results.json instead of a new run")
     aa.add_argument("--commit", default="", help="with --results: the commit it ran at (default: HEAD)")
-    aa.add_argument("--page", default="book/ch3_a_a_last.md")
+    aa.add_argument("--page", default="book/ch3_a_a_last.md", help="the page; its record goes beside it as .json")
     return p
 
 
@@ -127,8 +127,8 @@ def _ch3_a_a(a: argparse.Namespace) -> int:
     import subprocess
     from pathlib import Path
 
-    from .fileio import atomic_write_text
-    from .studies.for_retrieval.a_a_scale import a_a_markdown, a_a_verdict
+    from .fileio import atomic_write_json, atomic_write_text
+    from .studies.for_retrieval.a_a_scale import a_a_markdown, a_a_record
 
     if a.per_side < 1:
         print(f"error: --per-side must be at least 1, got {a.per_side}", file=sys.stderr)
@@ -136,10 +136,14 @@ def _ch3_a_a(a: argparse.Namespace) -> int:
     path = Path(a.results) if a.results else run_chapter_results("ch3", {"a_a_seeds": a.per_side}, a.runs_dir)
     results = json.loads(path.read_text())
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    meta = {"date": dt.date.today().isoformat(), "commit": a.commit or head or "unknown",
+    meta = {"date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat(),  # the run's day, not today's
+            "commit": a.commit or head or "unknown",
             "command": f"python -m fgclip run ch3 -p a_a_seeds {len(results['a_a_seeds']['side A'])}"}
-    atomic_write_text(Path(a.page), a_a_markdown(results, meta))
-    print(f"{a.page}: {a_a_verdict(results)['outcome']}")
+    record = a_a_record(results, meta)
+    page = Path(a.page)
+    atomic_write_json(page.with_suffix(".json"), record, indent=1)
+    atomic_write_text(page, a_a_markdown(record))
+    print(f"{page}: {record['verdict']['outcome']}")
     return 0
 
 

@@ -8,7 +8,7 @@ tell". A larger A/A narrows the seeds' share of that width (the folds, resampled
 keep theirs), and each side still chooses its lr and epochs on two selection seeds of its own,
 so it also measures how much that choice moves the result.
 
-    python -m fgclip ch3-a-a --per-side 20          # runs the chapter (make ch3-a-a; about 11 minutes)
+    python -m fgclip ch3-a-a --per-side 20          # runs the chapter (make ch3-a-a; 11 min 22 s with one torch thread)
     python -m fgclip ch3-a-a --results runs/.../results.json --commit abc1234
 """
 from __future__ import annotations

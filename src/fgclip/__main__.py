@@ -124,10 +124,10 @@ def _replicate(a: argparse.Namespace) -> int:
 
 def _ch3_a_a(a: argparse.Namespace) -> int:
     import datetime as dt
-    import subprocess
     from pathlib import Path
 
     from .fileio import atomic_write_json, atomic_write_text
+    from .replication import head_commit
     from .studies.for_retrieval.a_a_scale import a_a_markdown, a_a_record
 
     if a.per_side < 1:
@@ -135,9 +135,8 @@ def _ch3_a_a(a: argparse.Namespace) -> int:
         return 2
     path = Path(a.results) if a.results else run_chapter_results("ch3", {"a_a_seeds": a.per_side}, a.runs_dir)
     results = json.loads(path.read_text())
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     meta = {"date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat(),  # the run's day, not today's
-            "commit": a.commit or head or "unknown",
+            "commit": a.commit or head_commit(),
             "command": f"python -m fgclip run ch3 -p a_a_seeds {len(results['a_a_seeds']['side A'])}"}
     record = a_a_record(results, meta)
     page = Path(a.page)

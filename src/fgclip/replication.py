@@ -97,6 +97,11 @@ def unique_verdicts(found: list[tuple[str, dict]], source: str) -> list[dict]:
     return [rec for _, rec in seen.values()]
 
 
+def head_commit() -> str:
+    """The short hash of the checked-out commit, or "unknown" outside a git checkout."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+
+
 def load_verdicts(results_dir: Path, chapter: str) -> list[dict]:
     path = results_dir / f"{chapter}.json"
     if not path.is_file():
@@ -126,8 +131,7 @@ def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = R
     rows = []
     for ch in sorted(chapters):  # run in any order (the longest first), listed in the book's
         rows += compare_chapter(ch, book[ch], load_verdicts(outs[ch], "results"))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    meta = {"date": dt.date.today().isoformat(), "commit": commit or "unknown", "book_seed": 0, "replicate_seed": seed}
+    meta = {"date": dt.date.today().isoformat(), "commit": head_commit(), "book_seed": 0, "replicate_seed": seed}
     result = {"meta": meta, "counts": counts(rows), "rows": rows}
     runs_dir.mkdir(parents=True, exist_ok=True)
     (runs_dir / "comparison.json").write_text(json.dumps(result, indent=1))

@@ -178,8 +178,8 @@ def _joined(runs: Sequence[StackRun]) -> StackRun:
 
 # Seeds per stack: one product over 25 seeds holds a (25, B, positions, words) score tensor of
 # about 160 MB whose every pass goes through memory; stacks of 4 keep it near 25 MB. Measured
-# on the 2-core AMD EPYC, one thread, 25 seeds x 8 periods of the main arm: 29.1 s in one
-# stack, 22.1 s in stacks of 4, 25.7 s in stacks of 2 (/tmp bench, 2026-12-06).
+# on the 2-core AMD EPYC, one thread, nothing beside it, 25 seeds x 8 periods of the main arm:
+# 31-34 s in one stack, 24.5-26 s in stacks of 4 (2026-12-06). With two threads it is no faster.
 STACK_SIZE = 4
 
 

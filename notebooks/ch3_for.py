@@ -87,6 +87,7 @@ train_out: bool = True  # fine-tune the pooling's output projection W_c (the set
 epochs: int = 10  # the budget E: every trained arm's schedule is chosen among 1..E passes over the fit images [at least 1]
 batch_size: int = 32  # fixed beforehand for every arm, not chosen on validation (inherited from an earlier version of the chapter) [> 0]
 lrs: list[float] = [1e-4, 3e-4, 1e-3, 3e-3]  # the one learning-rate grid of every trained arm (at least 3, log-spaced; extended down from 1e-3..1e-2, where 7 of 8 arms chose its smallest lr on validation) [non-empty; each > 0]
+selection_rule: str = "early-stop"  # how every trained arm's epoch is chosen on validation: "early-stop" (a stopper with patience E/4 on the seeds' mean curve; the default since the A/A at twenty seeds a side) or "budget" (the best epoch of the whole budget, the earlier rule)
 margin: float = 0.02  # margin of practical equivalence for every AP difference, declared before the run [> 0]
 fixed_threshold: float = 5e-4  # the paper's pseudo-label threshold (set for 21,843 ImageNet-21K names) [0 to 1]
 holdout_fraction: float = 0.2  # share of the training images used only to choose k and the threshold [0 to 1]
@@ -341,7 +342,7 @@ del train_images  # the features are all that training reads
 print(f"encoded {len(train_records) + len(eval_records)} images in {time.perf_counter() - t0:.1f} s; "
       f"map {tuple(data.gallery.dense.shape[-2:])}; {len(data.fit_idx)} fit and {len(data.val_idx)} validation images")
 head_kw = dict(n_queries=n_queries, n_layers=n_layers, d_model=d_model, residual=residual, train_out=train_out)
-train_kw, grid = dict(batch_size=batch_size, precision=precision), SelectionGrid(tuple(lrs), (seed, seed + 1), epochs)
+train_kw, grid = dict(batch_size=batch_size, precision=precision), SelectionGrid(tuple(lrs), (seed, seed + 1), epochs, rule=selection_rule)
 
 # %% [markdown]
 # The teacher arms of the first fold, as the fold loop builds them

@@ -101,3 +101,9 @@ def test_a_run_shows_a_line_per_cell_text_bars_and_no_transport_warning(tmp_path
     assert bar.outputs and {(o.output_type, o.get("name")) for o in bar.outputs} == {("stream", "stderr")}
     text = "".join(o.text for o in bar.outputs)  # no widget: stderr text only, ending at the full bar
     assert "fake: 100%" in text and "3/3" in text
+
+
+def test_ch3_refuses_a_selection_rule_it_does_not_know():
+    from fgclip.runner import ParameterError, validate
+    with pytest.raises(ParameterError, match="selection_rule.*early-stop.*patience"):
+        validate("ch3", {"selection_rule": "patience"})

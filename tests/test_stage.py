@@ -12,7 +12,7 @@ from fgclip.models.attention import first_query_attention_pool, set_first_query_
 from fgclip.studies import stage, stage_report
 from fgclip.toyworld import NEVER_DRAWN, SHAPES, ToyWorldConfig, generate
 from fgclip.train.pretrain import MaskedClipLoss
-from fgclip.train.selection import Selection, SelectionGrid, select_lr_epochs
+from fgclip.train.selection import Selection, SelectionGrid, select_lr_epochs, stop_epoch
 from fgclip.train.teacher import DistilledLoss, lock_text_tower, text_tower_keys
 from fgclip.train.toy_data import render_scenes, tokenize_scenes
 
@@ -127,6 +127,30 @@ def test_a_best_epoch_within_the_patience_is_not_converged_and_a_grid_edge_lr_is
     first = select_lr_epochs("first", lambda lr, s, e: [-k - abs(lr - 3e-3) for k in range(e)], SelectionGrid(epochs=12))
     assert (first.epochs, first.converged, first.lr_edge) == (1, True, "")
     assert first.caveat() == " (best at the first epoch: the curve only fell after it)"
+
+
+def test_early_stopping_never_chooses_a_peak_after_a_stretch_of_patience_epochs_without_gain():
+    # chapter 3's supervised-only curves: an early peak, a dip, then a late recovery that tops
+    # it; an early stopper with patience 2 stops 2 epochs after the first peak
+    curves = {1e-3: [0.50, 0.66, 0.63, 0.60, 0.58, 0.58, 0.58, 0.60, 0.60, 0.61],
+              3e-3: [0.61, 0.57, 0.55, 0.54, 0.56, 0.57, 0.60, 0.70, 0.61, 0.62],
+              1e-2: [0.30, 0.35, 0.40, 0.45, 0.50, 0.52, 0.55, 0.56, 0.57, 0.58]}
+    run = lambda lr, s, e: curves[lr][:e]
+    budget = select_lr_epochs("arm", run, SelectionGrid(epochs=10))
+    stop = select_lr_epochs("arm", run, SelectionGrid(epochs=10, rule="early-stop"))
+    assert (budget.lr, budget.epochs, budget.rule) == (3e-3, 8, "budget")  # the late peak wins over the budget
+    assert (stop.lr, stop.epochs, stop.rule) == (1e-3, 2, "early-stop")  # its stopper halted at epoch 4
+    assert stop.score == pytest.approx(0.66) and stop.converged
+    assert Selection.from_dict(stop.to_dict()) == stop
+    # E_stop: P epochs after the best so far, or the whole curve when that never comes
+    assert stop_epoch(np.array(curves[3e-3]), 2) == 3 and stop_epoch(np.array(curves[1e-3]), 2) == 4
+    assert stop_epoch(np.array(curves[1e-2]), 2) == 10  # still rising: the stopper never fires
+    assert stop_epoch(np.array([0.1, 0.3, 0.2, 0.4, 0.3, 0.2]), 2) == 6  # a dip shorter than P does not stop it
+    # a still-rising curve chooses its last epoch under both rules and is not converged
+    rising = select_lr_epochs("rising", lambda lr, s, e: curves[1e-2][:e], SelectionGrid(epochs=10, rule="early-stop"))
+    assert (rising.epochs, rising.converged) == (10, False)
+    with pytest.raises(ValueError, match="rule"):
+        SelectionGrid(rule="patience")
 
 
 @pytest.mark.parametrize("kwargs, message", [(dict(lrs=(1e-3, 1e-2)), "at least 3"),

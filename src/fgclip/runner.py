@@ -24,6 +24,7 @@ from .fileio import atomic_write_text
 from .paths import is_installed_home, project_home
 from .precision import PRECISIONS
 from .progress import run_notebook
+from .train.selection import RULES as SELECTION_RULES
 
 STATIC_ENV = "FGCLIP_STATIC_WIDGETS"  # read by fgclip.viz.widgets (not imported: it pulls in matplotlib)
 
@@ -185,14 +186,14 @@ def _check_params(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
     for key, value in checked.items():
         if key in ranges and value is not None:
             _check_range(key, value, ranges[key])
-    # the chapter's own default data_root is relative to notebooks/ and the notebook
-    # exports the toy world there on first use; any other data_root must already exist
+    # the default data_root (relative to notebooks/) is exported on first use; any other must already exist
     if on_this_machine and "data_root" in checked and checked["data_root"] != defaults.get("data_root") \
             and not Path(checked["data_root"]).expanduser().exists():
         raise ParameterError(f"parameter 'data_root': folder {checked['data_root']!r} does not exist")
-    if "precision" in checked and checked["precision"] not in PRECISIONS:
-        raise ParameterError(f"parameter 'precision': expects one of {PRECISIONS} ('auto': bf16 where the "
-                             f"device runs it natively, else fp32), got {checked['precision']!r}")
+    for key, allowed, note in (("precision", PRECISIONS, " ('auto': bf16 where the device runs it natively, else fp32)"),
+                               ("selection_rule", SELECTION_RULES, "")):
+        if key in checked and checked[key] not in allowed:
+            raise ParameterError(f"parameter {key!r}: expects one of {allowed}{note}, got {checked[key]!r}")
     pretrained = checked.get("pretrained")
     if on_this_machine and isinstance(pretrained, str) \
             and pretrained.endswith((".pt", ".pth", ".bin", ".safetensors")) and not Path(pretrained).expanduser().is_file():

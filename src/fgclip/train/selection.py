@@ -7,7 +7,14 @@ seeds S, the choice is
 
     (lr*, e*) = argmax_{lr in L, e <= E} (1/|S|) sum_{s in S} v_{lr,s}(e)          (eq-selection)
 
-(argmin for a loss), ties going to the smaller e, then the smaller lr. Every arm gets the
+(argmin for a loss), ties going to the smaller e, then the smaller lr. With the grid's rule
+"early-stop" (an early stopper with patience P watching the seeds' mean curve) e ranges only
+up to the epoch where that curve first went P epochs without beating its best, E_stop(lr):
+
+    (lr*, e*) = argmax_{lr in L, e <= E_stop(lr)} (1/|S|) sum_{s in S} v_{lr,s}(e)       (eq-selection-stop)
+
+so a second peak that a curve reaches after such a stretch (a late recovery, often through
+noise) cannot be chosen. The default rule, "budget", looks at every epoch of the budget. Every arm gets the
 same L, S and budget E, so no arm is favoured by a finer search; the curves are kept, so a
 reader can see that each arm converged or did not. Converged means the mean curve at lr*
 peaked at least P epochs before the budget ran out (P, the patience, is a quarter of E, at
@@ -23,6 +30,8 @@ from typing import Callable
 
 import numpy as np
 
+RULES = ("budget", "early-stop")
+
 
 @dataclass(frozen=True)
 class SelectionGrid:
@@ -30,6 +39,7 @@ class SelectionGrid:
     seeds: tuple[int, ...] = (0, 1)  # every arm of a verdict is chosen over at least 2
     epochs: int = 20  # the budget E: every run of every arm trains this many epochs at most
     higher_is_better: bool = True
+    rule: str = "budget"  # "budget": any epoch up to E; "early-stop": up to the stop of a patience-P stopper (eq-selection-stop)
 
     @property
     def patience(self) -> int:
@@ -46,6 +56,8 @@ class SelectionGrid:
             raise ValueError(f"seeds needs at least 1 seed, all distinct, got {self.seeds}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {self.epochs}")
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {RULES}, got {self.rule!r}")
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class Selection:
     budget: int = 0
     converged: bool = True  # False when the best epoch lies within the patience of the budget's end
     lr_edge: str = ""  # "smallest" / "largest" when lr* is at that end of the grid, else ""
+    rule: str = "budget"  # the grid's rule it was chosen by (eq-selection or eq-selection-stop)
 
     @property
     def patience(self) -> int:
@@ -104,12 +117,27 @@ def select_lr_epochs(arm: str, run: Callable[[float, int, int], list[float]],
                                  f"(finite: {np.isfinite(curve).all()}), expected {grid.epochs} finite ones")
             curves[lr].append(curve)
     sign = 1.0 if grid.higher_is_better else -1.0
-    best = max(((sign * float(np.mean(c, axis=0)[e]), -e, -lr, lr, e) for lr, c in curves.items()
-                for e in range(grid.epochs)))
+    means = {lr: sign * np.mean(c, axis=0) for lr, c in curves.items()}  # (E,) per lr, higher is better
+    last = {lr: stop_epoch(m, grid.patience) if grid.rule == "early-stop" else grid.epochs for lr, m in means.items()}
+    best = max(((float(m[e]), -e, -lr, lr, e) for lr, m in means.items() for e in range(last[lr])))
     _, _, _, lr, e = best
     return Selection(arm=arm, lr=lr, epochs=e + 1, score=float(np.mean(curves[lr], axis=0)[e]),
                      curves=curves, seeds=tuple(grid.seeds), budget=grid.epochs,
-                     converged=e + 1 <= grid.epochs - grid.patience, lr_edge=grid_edge(lr, grid.lrs))
+                     converged=e + 1 <= grid.epochs - grid.patience, lr_edge=grid_edge(lr, grid.lrs),
+                     rule=grid.rule)
+
+
+def stop_epoch(curve: np.ndarray, patience: int) -> int:
+    """E_stop: the 1-based epoch at which an early stopper with ``patience`` P, watching
+    ``curve`` (higher is better), stops: the first epoch P epochs after the best so far; the
+    curve's length when that never happens. Only epochs up to it can be chosen."""
+    best = 0
+    for e in range(1, len(curve)):
+        if curve[e] > curve[best]:
+            best = e
+        elif e - best >= patience:
+            return e + 1
+    return len(curve)
 
 
 def grid_edge(lr: float, lrs: tuple[float, ...]) -> str:

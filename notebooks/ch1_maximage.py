@@ -372,7 +372,7 @@ assert ev.in_centre_cells([(19, 19), (12, 19)], [hw] * 2, (8, 8)).tolist() == [1
 # one stacked model ({func}`fgclip.studies.maximage.replicas.train_stacks`: the heads of all
 # replicas share each matrix product, each replica keeping its own gradient and optimiser
 # state), and its loss on the validation images is recorded after every period. The lr and
-# the number of periods with the lowest mean validation loss are chosen
+# the number of periods with the lowest mean validation loss before an early stop are chosen
 # ({doc}`../book/verdicts`, {func}`fgclip.train.selection.select_lr_epochs`). Why the validation
 # *loss* and not validation pointing: the paper's claim is that localization emerges from
 # retrieval training without boxes, so no box may steer the training of an arm, not even
@@ -627,7 +627,7 @@ print(f"At the book's budget of {epochs} periods (see the budget check below):",
 # check** reruns the main arm's own protocol with `long_epochs` periods on the grounding
 # test's seeds ({func}`fgclip.studies.maximage.arms.train_longer`): the lr its selection
 # chose, and the period of lowest mean validation loss over the selection seeds within the
-# longer budget. It is compared with the main arm as trained, seed by seed (does more
+# longer budget, before an early stop. It is compared with the main arm as trained, seed by seed (does more
 # training change it?), and it meets the object pointer in the grounding test again, with
 # the same planted positive control and the same negative control (the shuffled-caption arm
 # as the book's budget trained it). If it is better than the

@@ -326,7 +326,10 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 # [the verdict protocol](../book/verdicts.md)). On the first fold each arm runs at every
 # (lr, seed) of the grid; after every epoch its head ranks the *validation* images for that
 # fold's base categories, and the arm keeps the (lr, epoch) with the best mean AP over the
-# seeds. The retrieval gallery is never looked at. Those runs at the chosen (lr, epoch) are
+# seeds, among the epochs an early stopper reaches: for each lr, the seeds' mean curve is
+# followed until it has gone $P$ epochs (a quarter of the budget) without a new best, and no
+# later epoch can be chosen (the `selection_rule` parameter; eq-selection-stop on the verdict
+# page). The retrieval gallery is never looked at. Those runs at the chosen (lr, epoch) are
 # the first fold's evaluation runs; every other (fold, seed) trains each arm from scratch at
 # its chosen schedule ({func}`fgclip.studies.for_retrieval.protocol.fold_runs`).
 

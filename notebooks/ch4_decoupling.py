@@ -73,7 +73,7 @@ proportions: list[float] = [0.1, 0.5, 0.9]  # known-label proportions [non-empty
 val_fraction: float = 0.2  # share of the training images held out for choosing lr and epochs [0 to 1]
 rank: int = 32  # rank of the low-rank bilinear pooling (U, V: D -> rank) [at least 1]
 lrs: list[float] = [0.001, 0.01, 0.1]  # the one SelectionGrid's learning rates, the same for every trained arm [each > 0]
-epochs: int = 12  # its budget E: every run of the grid trains this many epochs; the best mean validation epoch is chosen [at least 1]
+epochs: int = 12  # its budget E: every run of the grid trains this many epochs; the best mean validation epoch before an early stop (patience E/4) is chosen [at least 1]
 check_epochs: int = 4  # an arm chosen in the last this-many epochs is trained on to E + this (its lr, the grid's seeds): converged? [at least 0]
 selection_seeds: int = 2  # the grid's seeds (seed, seed+1, ...): lr and epochs maximise their mean validation mAP [at least 2]
 margin: float = 0.02  # practical equivalence for a difference in mAP (per-category AP averaged), declared before any run [> 0]
@@ -413,7 +413,7 @@ display(ddata.known_positive_table(labels[train_split], {sd: masks[sd] for sd in
 # goes through one routine (the selection rule of {doc}`../book/verdicts`): the same grid of
 # learning rates `lrs`, the same budget of `epochs` epochs, the same `selection_seeds`
 # seeds, all at the middle proportion; the learning rate and the epoch with the best mean
-# validation mAP are chosen, and every seed and proportion is then trained at that choice.
+# validation mAP before an early stop (eq-selection-stop) are chosen, and every seed and proportion is then trained at that choice.
 # The budget is the same for every arm and large enough for the slower learners among them
 # (a calibrated sigmoid can need more epochs than the softmax) within the chapter's time;
 # the convergence check below says, arm by arm, whether it was.

@@ -71,12 +71,19 @@ def test_committed_page_is_its_records_and_the_critique_includes_it():
     assert "```{include} ch3_a_a_last.md" in (ROOT / "book" / "ch3_critique.md").read_text()
 
 
-def test_what_the_critique_says_of_the_committed_run_holds_there():
-    """The critique's prose on that run: the A/A failed (a side better), its whole interval at
+def test_the_budget_rules_page_is_its_records_and_the_critique_includes_it():
+    record = json.loads((ROOT / "book" / "ch3_a_a_budget_rule.json").read_text())
+    assert (ROOT / "book" / "ch3_a_a_budget_rule.md").read_text() == aas.a_a_markdown(record)
+    assert "```{include} ch3_a_a_budget_rule.md" in (ROOT / "book" / "ch3_critique.md").read_text()
+    assert "rule" not in record["selection"][SUPERVISED]  # it ran before the rule was recorded: the budget rule
+
+
+def test_what_the_critique_says_of_the_budget_rules_run_holds_there():
+    """The critique's prose on the first run (epochs chosen over the whole budget): the A/A failed (a side better), its whole interval at
     least three margins from zero and every paired seed of one sign, its half-width still over
     the margin; both sides chose one lr (the grid's largest) and different epochs; each choice
     scores lower on the other side's selection seeds; the longer schedule has the lower novel AP."""
-    record = json.loads((ROOT / "book" / "ch3_a_a_last.json").read_text())
+    record = json.loads((ROOT / "book" / "ch3_a_a_budget_rule.json").read_text())
     v, sel = record["verdict"], record["selection"]
     a, b = sel[SUPERVISED], sel[A_A_B]
     assert v["outcome"].endswith("better") and v["seeds_agreeing"] == v["n_seeds"] >= 20

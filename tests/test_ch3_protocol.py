@@ -86,3 +86,11 @@ def test_power_check_compares_the_half_width_with_half_the_larger_of_effect_and_
     assert check["target"] == pytest.approx(0.5 * abs(v.difference))
     assert check["half_width"] == pytest.approx((v.ci_high - v.ci_low) / 2) and check["met"]
     assert "met" in fp.power_sentence(check)
+
+
+def test_selection_rows_say_when_the_epochs_were_bounded_by_an_early_stop():
+    from fgclip.train.selection import Selection
+    sel = dict(arm="a", lr=1e-3, epochs=2, score=0.5, curves={1e-3: [[0.4, 0.5]]}, seeds=(0, 1), budget=10)
+    stop, budget = fp.selection_rows({"a": Selection(**sel, rule="early-stop"), "b": Selection(**sel)})
+    assert stop["criterion"] == "base mAP, mean over seeds [0, 1]; epochs up to an early stop (patience 2)"
+    assert budget["criterion"] == "base mAP, mean over seeds [0, 1]"

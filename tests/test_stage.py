@@ -136,8 +136,8 @@ def test_early_stopping_never_chooses_a_peak_after_a_stretch_of_patience_epochs_
               3e-3: [0.61, 0.57, 0.55, 0.54, 0.56, 0.57, 0.60, 0.70, 0.61, 0.62],
               1e-2: [0.30, 0.35, 0.40, 0.45, 0.50, 0.52, 0.55, 0.56, 0.57, 0.58]}
     run = lambda lr, s, e: curves[lr][:e]
-    budget = select_lr_epochs("arm", run, SelectionGrid(epochs=10))
-    stop = select_lr_epochs("arm", run, SelectionGrid(epochs=10, rule="early-stop"))
+    budget = select_lr_epochs("arm", run, SelectionGrid(epochs=10, rule="budget"))
+    stop = select_lr_epochs("arm", run, SelectionGrid(epochs=10))  # the default rule
     assert (budget.lr, budget.epochs, budget.rule) == (3e-3, 8, "budget")  # the late peak wins over the budget
     assert (stop.lr, stop.epochs, stop.rule) == (1e-3, 2, "early-stop")  # its stopper halted at epoch 4
     assert stop.score == pytest.approx(0.66) and stop.converged
@@ -147,7 +147,7 @@ def test_early_stopping_never_chooses_a_peak_after_a_stretch_of_patience_epochs_
     assert stop_epoch(np.array(curves[1e-2]), 2) == 10  # still rising: the stopper never fires
     assert stop_epoch(np.array([0.1, 0.3, 0.2, 0.4, 0.3, 0.2]), 2) == 6  # a dip shorter than P does not stop it
     # a still-rising curve chooses its last epoch under both rules and is not converged
-    rising = select_lr_epochs("rising", lambda lr, s, e: curves[1e-2][:e], SelectionGrid(epochs=10, rule="early-stop"))
+    rising = select_lr_epochs("rising", lambda lr, s, e: curves[1e-2][:e], SelectionGrid(epochs=10))
     assert (rising.epochs, rising.converged) == (10, False)
     with pytest.raises(ValueError, match="rule"):
         SelectionGrid(rule="patience")

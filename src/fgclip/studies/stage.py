@@ -146,7 +146,7 @@ ORACLE_LRS = (2e-3, 4e-3, 8e-3)  # the oracle's lr grid, centred on a pilot run'
 def fit_dense(make: callable, loss_of: callable, x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor,
               y_val: torch.Tensor, arm: str, grid: SelectionGrid, batch_size: int = 32) -> tuple[nn.Module, Selection]:
     """Train ``make()`` with ``loss_of(model(x), y)``; lr and epochs by validation loss
-    (eq-selection). The reader returned is the first seed's run at the chosen (lr, epoch),
+    (eq-selection-stop). The reader returned is the first seed's run at the chosen (lr, epoch),
     kept, not retrained."""
     snapshots: dict[tuple[float, int], dict] = {}
 
@@ -264,7 +264,7 @@ DENSE_L2S = (1e-6, 1e-5, 1e-4, 1e-3)
 def fit_oracle(scenes: StageScenes, categories: tuple[str, ...], grid: SelectionGrid,
                batch_size: int = 32) -> tuple[OracleNet, Selection]:
     """The oracle: :class:`OracleNet` on the fit scenes' cell classes, lr and epochs chosen
-    on the validation scenes' loss (eq-selection)."""
+    on the validation scenes' loss (eq-selection-stop)."""
     n_c, size = len(categories), scenes.fit[0].image.shape[0]
     x = {k: pixels(getattr(scenes, k)) for k in ("fit", "val")}
     y = {k: cell_classes(getattr(scenes, k), categories, size // 8) for k in ("fit", "val")}

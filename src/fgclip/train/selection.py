@@ -14,7 +14,8 @@ up to the epoch where that curve first went P epochs without beating its best, E
     (lr*, e*) = argmax_{lr in L, e <= E_stop(lr)} (1/|S|) sum_{s in S} v_{lr,s}(e)       (eq-selection-stop)
 
 so a second peak that a curve reaches after such a stretch (a late recovery, often through
-noise) cannot be chosen. The default rule, "budget", looks at every epoch of the budget. Every arm gets the
+noise) cannot be chosen. That is the default; the rule "budget" (every epoch of the budget may be
+chosen, the rule of the book's first versions) is kept for comparison. Every arm gets the
 same L, S and budget E, so no arm is favoured by a finer search; the curves are kept, so a
 reader can see that each arm converged or did not. Converged means the mean curve at lr*
 peaked at least P epochs before the budget ran out (P, the patience, is a quarter of E, at
@@ -39,7 +40,7 @@ class SelectionGrid:
     seeds: tuple[int, ...] = (0, 1)  # every arm of a verdict is chosen over at least 2
     epochs: int = 20  # the budget E: every run of every arm trains this many epochs at most
     higher_is_better: bool = True
-    rule: str = "budget"  # "budget": any epoch up to E; "early-stop": up to the stop of a patience-P stopper (eq-selection-stop)
+    rule: str = "early-stop"  # up to the stop of a patience-P stopper (eq-selection-stop); "budget": any epoch up to E
 
     @property
     def patience(self) -> int:

@@ -6,7 +6,7 @@ of one :class:`~fgclip.train.selection.SelectionGrid` for the same budget of E e
 each epoch the head ranks the *validation* images (training images no head learns from) for
 the fold's base categories, and its mean full AP is v_{lr,s}(e);
 :func:`~fgclip.train.selection.select_lr_epochs` then picks (lr*, e*) for the arm
-(eq-selection). The selection's own runs at (lr*, e*) are kept as that fold's first evaluation
+(eq-selection-stop). The selection's own runs at (lr*, e*) are kept as that fold's first evaluation
 runs (their state after epoch e*). Every other (fold, seed) trains each arm from scratch at its
 (lr*, e*) (:func:`fold_runs`): the same run, since a run's batches and initialisation depend
 only on its seed.
@@ -136,7 +136,7 @@ def select_schedules(data: ForData, fold: Fold, grid: SelectionGrid, head_kw: di
                      arms: dict[str, tuple[Labels, dict]] | None = None,
                      ) -> tuple[dict[str, Selection], dict[tuple[str, int], SumClipHead]]:
     """(lr*, e*) of every trained arm (``arms``, by default :func:`arm_settings`) on ``fold``'s
-    validation images (eq-selection), and the heads of that fold at (lr*, e*) for each selection
+    validation images (eq-selection-stop), and the heads of that fold at (lr*, e*) for each selection
     seed: arm -> Selection, (arm, seed) -> head."""
     selections, kept = {}, {}
     for arm, (labels, kw) in (arms or arm_settings(fold, head_kw)).items():
@@ -256,7 +256,9 @@ def selection_rows(selections: dict[str, Selection]) -> list[dict]:
     """The "what was chosen" rows of the trained arms' schedules."""
     return [{"hyperparameter": f"lr, epochs: {arm}", "candidates": f"lr {list(s.curves)}, epochs 1..{s.budget}",
              "chosen": f"lr {s.lr:g}, {s.epochs} epochs" + s.caveat(),
-             "criterion": f"base mAP, mean over seeds {list(s.seeds)}", "split": "validation (training images)"}
+             "criterion": f"base mAP, mean over seeds {list(s.seeds)}" + (f"; epochs up to an early stop (patience "
+                                                                              f"{s.patience})" if s.rule == "early-stop" else ""),
+             "split": "validation (training images)"}
             for arm, s in selections.items()]
 
 

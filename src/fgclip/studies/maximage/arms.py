@@ -123,7 +123,7 @@ class Trained(NamedTuple):
 
 def train_selected(arm: Arm, data: Splits, grid: SelectionGrid, seeds: Sequence[int], period: int) -> Trained:
     """The arm's heads for each of ``seeds``, trained at the lr and number of periods that
-    :func:`fgclip.train.selection.select_lr_epochs` picks (eq-selection) on the validation loss.
+    :func:`fgclip.train.selection.select_lr_epochs` picks (eq-selection-stop) on the validation loss.
 
     Every (lr, seed) of ``grid`` trains side by side (:func:`~fgclip.studies.maximage.replicas.train_stacks`)
     for ``grid.epochs`` periods of ``period`` optimiser steps, its validation loss recorded
@@ -210,7 +210,7 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
                  period: int, periods: int, curves: list[dict] | None = None) -> Longer:
     """The budget check: ``arm`` trained again on ``seeds`` at the lr its selection in ``log``
     chose, for a budget of ``periods`` periods instead of ``grid.epochs``, and stopped at the
-    period of lowest mean validation loss over the grid's selection seeds (eq-selection with the
+    period of lowest mean validation loss over the grid's selection seeds (eq-selection-stop with the
     lr held). The lr is constant, so the same run's snapshot at the selection's own period follows
     the protocol :func:`train_more` follows for a seed (same start, batches, lr and periods): both
     come back (:class:`Longer`). It is the same head only up to floating-point rounding, which

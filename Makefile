@@ -83,7 +83,7 @@ replicate: $(STAMP) sync
 	CI=$${CI:-true} OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m fgclip replicate --book $(RESULTS) \
 		--jobs $(BOOK_JOBS) --chapters $(foreach n,$(BOOK_ORDER),$(firstword $(subst _, ,$(notdir $(n)))))
 
-## Chapter 3's A/A control at 20 seeds a side (11 min 22 s with one torch thread), which the book cannot
+## Chapter 3's A/A control at 20 seeds a side (10-11 min with one torch thread), which the book cannot
 ## pay for: writes book/ch3_a_a_last.md, the table its critique page includes.
 ch3-a-a: $(STAMP) sync
 	CI=$${CI:-true} $(BIN)/python -m fgclip ch3-a-a --per-side 20

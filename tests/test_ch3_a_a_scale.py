@@ -9,6 +9,7 @@ import pytest
 
 from fgclip.studies.for_retrieval import a_a_scale as aas
 from fgclip.studies.for_retrieval.folds import A_A, A_A_B, SUPERVISED
+from fgclip.train.selection import stop_epoch
 
 ROOT = Path(__file__).resolve().parents[1]
 META = {"date": "2026-12-06", "commit": "abc1234", "command": "cmd"}
@@ -62,6 +63,10 @@ def test_the_command_line_writes_the_record_and_page_from_a_results_file(tmp_pat
     assert record["meta"]["date"].startswith("2025-12-0") and record["meta"]["commit"] == "abc1234"
     assert record["meta"]["command"] == "python -m fgclip run ch3 -p a_a_seeds 3"
     assert page.read_text() == aas.a_a_markdown(record)
+    res.write_text(json.dumps({**_results(), "seeds": [40, 41]}))  # a run at another seed says so
+    assert main(["ch3-a-a", "--results", str(res), "--commit", "abc1234", "--page", str(page)]) == 0
+    assert json.loads(page.with_suffix(".json").read_text())["meta"]["command"] == \
+        "python -m fgclip run ch3 -p a_a_seeds 3 -p seed 40"
     assert main(["ch3-a-a", "--per-side", "0", "--page", str(page)]) == 2
 
 
@@ -100,5 +105,45 @@ def test_what_the_critique_says_of_the_budget_rules_run_holds_there():
     for s in (a, b):  # the chosen lr is where the seeds' curves lie furthest apart
         assert max(s["curves"], key=lambda lr: seed_gap(s, lr)) == str(s["lr"])
     # most of the interval's width is the folds': the seeds' share of its variance is under half
+    d = np.asarray(v["seed_differences"])
+    assert (d.std(ddof=1) / np.sqrt(len(d))) ** 2 < 0.5 * v["standard_error"] ** 2
+
+
+def _early_stop_choice(selection: dict, patience: int) -> tuple[float, int]:
+    """(lr, epochs) eq-selection-stop picks from a selection record's curves."""
+    means = {float(lr): np.mean(c, axis=0) for lr, c in selection["curves"].items()}
+    return max((m[e], -e, -lr, lr, e + 1) for lr, m in means.items() for e in range(stop_epoch(m, patience)))[3:]
+
+
+def test_what_the_critique_says_of_the_early_stopping_run_holds_there():
+    """The critique's prose on the second run: the same seeds and curves as the first, only the
+    rule changed; side B's late second peak (above its first, after a fall) is past the early
+    stopper's halt; side A's choice stayed, side B's changed; the gap shrank to about a quarter,
+    with the other sign, yet is not equivalent (interval one side of zero, half-width over the
+    margin); the two schedules score lower on the other side's seeds; the shorter one at the
+    larger lr scored lower on the novel categories; most of the width is the folds'."""
+    old = json.loads((ROOT / "book" / "ch3_a_a_budget_rule.json").read_text())
+    new = json.loads((ROOT / "book" / "ch3_a_a_last.json").read_text())
+    assert old["a_a_seeds"] == new["a_a_seeds"]
+    for arm in (SUPERVISED, A_A_B):
+        assert old["selection"][arm]["curves"] == new["selection"][arm]["curves"]
+        assert new["selection"][arm]["rule"] == "early-stop"
+        patience = max(1, new["selection"][arm]["budget"] // 4)
+        chosen = new["selection"][arm]
+        assert _early_stop_choice(old["selection"][arm], patience) == (chosen["lr"], chosen["epochs"])
+    a0, b0, a, b = old["selection"][SUPERVISED], old["selection"][A_A_B], new["selection"][SUPERVISED], new["selection"][A_A_B]
+    late = np.mean(b0["curves"][str(b0["lr"])], axis=0)  # side B's first choice: a second peak above the first
+    assert late[1] < late[0] < late[b0["epochs"] - 1] and late.argmax() == b0["epochs"] - 1
+    assert stop_epoch(late, max(1, b0["budget"] // 4)) < b0["epochs"]  # the stopper halts before it
+    assert (a["lr"], a["epochs"]) == (a0["lr"], a0["epochs"]) and (b["lr"], b["epochs"]) != (b0["lr"], b0["epochs"])
+    v, v0 = new["verdict"], old["verdict"]
+    assert np.sign(v["difference"]) != np.sign(v0["difference"])
+    assert 0.2 < abs(v["difference"]) / abs(v0["difference"]) < 0.3  # "about a quarter"
+    assert v["outcome"].endswith("better") and (v["ci_low"] > 0 or v["ci_high"] < 0)
+    assert (v["ci_high"] - v["ci_low"]) / 2 > v["margin"]
+    assert aas.other_side_score(b, a["lr"], a["epochs"]) < a["score"]
+    assert aas.other_side_score(a, b["lr"], b["epochs"]) < b["score"]
+    # side A's is the shorter schedule at the larger lr, and side A (mean_b: side B is arm a) scored lower
+    assert a["epochs"] < b["epochs"] and a["lr"] > b["lr"] and v["mean_b"] < v["mean_a"]
     d = np.asarray(v["seed_differences"])
     assert (d.std(ddof=1) / np.sqrt(len(d))) ** 2 < 0.5 * v["standard_error"] ** 2

@@ -64,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     aa = sub.add_parser("ch3-a-a", help="chapter 3's A/A at a size the book cannot pay for, to book/ch3_a_a_last.md")
     aa.add_argument("--per-side", type=int, default=20, help="A/A seeds a side (the chapter's a_a_seeds)")
     aa.add_argument("--runs-dir", default="runs/ch3-a-a")
+    aa.add_argument("--seed", type=int, default=0, help="the chapter's seed (data, folds and both sides' seeds)")
     aa.add_argument("--results", default="", help="an existing ch3 results.json instead of a new run")
     aa.add_argument("--commit", default="", help="with --results: the commit it ran at (default: HEAD)")
     aa.add_argument("--page", default="book/ch3_a_a_last.md", help="the page; its record goes beside it as .json")
@@ -133,11 +134,13 @@ def _ch3_a_a(a: argparse.Namespace) -> int:
     if a.per_side < 1:
         print(f"error: --per-side must be at least 1, got {a.per_side}", file=sys.stderr)
         return 2
-    path = Path(a.results) if a.results else run_chapter_results("ch3", {"a_a_seeds": a.per_side}, a.runs_dir)
+    path = Path(a.results) if a.results else run_chapter_results("ch3", {"a_a_seeds": a.per_side, "seed": a.seed},
+                                                                        a.runs_dir)
     results = json.loads(path.read_text())
     meta = {"date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat(),  # the run's day, not today's
             "commit": a.commit or head_commit(),
-            "command": f"python -m fgclip run ch3 -p a_a_seeds {len(results['a_a_seeds']['side A'])}"}
+            "command": f"python -m fgclip run ch3 -p a_a_seeds {len(results['a_a_seeds']['side A'])}"
+                       + (f" -p seed {results['seeds'][0]}" if results.get("seeds", [0])[0] != 0 else "")}
     record = a_a_record(results, meta)
     page = Path(a.page)
     atomic_write_json(page.with_suffix(".json"), record, indent=1)

@@ -1,14 +1,16 @@
 """Chapter 3's A/A control at a size the book cannot pay for: the chapter run once more with
 ``a_a_seeds`` seeds a side. What the page needs of that run (the A/A verdict, each side's seeds
 and selection record, when and how it ran) is kept as a small record (``book/ch3_a_a_last.json``)
-and the page the critique includes (``book/ch3_a_a_last.md``) is written from it.
+and the page the critique includes (``book/ch3_a_a_last.md``) is written from it. The first such
+run, made when any epoch of the budget could be chosen, is kept beside it as
+``book/ch3_a_a_budget_rule.{json,md}`` (the critique compares the two).
 
 At two seeds a side the A/A's interval is wider than its margin, so it can only say "cannot
 tell". A larger A/A narrows the seeds' share of that width (the folds, resampled as clusters,
 keep theirs), and each side still chooses its lr and epochs on two selection seeds of its own,
 so it also measures how much that choice moves the result.
 
-    python -m fgclip ch3-a-a --per-side 20          # runs the chapter (make ch3-a-a; 11 min 22 s with one torch thread)
+    python -m fgclip ch3-a-a --per-side 20          # runs the chapter (make ch3-a-a; 10-11 min with one torch thread)
     python -m fgclip ch3-a-a --results runs/.../results.json --commit abc1234
 """
 from __future__ import annotations

@@ -84,10 +84,10 @@ n_layers: int = 1  # decoder layers [at least 1]
 d_model: int = 16  # decoder width [> 0]
 residual: bool = False  # m-residual (t_i is m plus U h_i); False is the paper's design, t_i is U h_i
 train_out: bool = True  # fine-tune the pooling's output projection W_c (the setting where forgetting can happen)
-epochs: int = 10  # the budget E: every trained arm's schedule is chosen among 1..E passes over the fit images [at least 1]
+epochs: int = 10  # the budget E: every trained arm's schedule is chosen among 1..E passes over the fit images, up to its early stop [at least 1]
 batch_size: int = 32  # fixed beforehand for every arm, not chosen on validation (inherited from an earlier version of the chapter) [> 0]
 lrs: list[float] = [1e-4, 3e-4, 1e-3, 3e-3]  # the one learning-rate grid of every trained arm (at least 3, log-spaced; extended down from 1e-3..1e-2, where 7 of 8 arms chose its smallest lr on validation) [non-empty; each > 0]
-selection_rule: str = "early-stop"  # how every trained arm's epoch is chosen on validation: "early-stop" (a stopper with patience E/4 on the seeds' mean curve; the default since the A/A at twenty seeds a side) or "budget" (the best epoch of the whole budget, the earlier rule)
+selection_rule: str = "early-stop"  # how every trained arm's epoch is chosen on validation: "early-stop" (a stopper with patience E/4, rounded down, on the seeds' mean curve; the default since the A/A at twenty seeds a side) or "budget" (the best epoch of the whole budget, the earlier rule)
 margin: float = 0.02  # margin of practical equivalence for every AP difference, declared before the run [> 0]
 fixed_threshold: float = 5e-4  # the paper's pseudo-label threshold (set for 21,843 ImageNet-21K names) [0 to 1]
 holdout_fraction: float = 0.2  # share of the training images used only to choose k and the threshold [0 to 1]
@@ -327,7 +327,7 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 # (lr, seed) of the grid; after every epoch its head ranks the *validation* images for that
 # fold's base categories, and the arm keeps the (lr, epoch) with the best mean AP over the
 # seeds, among the epochs an early stopper reaches: for each lr, the seeds' mean curve is
-# followed until it has gone $P$ epochs (a quarter of the budget) without a new best, and no
+# followed until it has gone $P$ epochs (a quarter of the budget, rounded down) without a new best, and no
 # later epoch can be chosen (the `selection_rule` parameter; eq-selection-stop on the verdict
 # page). The retrieval gallery is never looked at. Those runs at the chosen (lr, epoch) are
 # the first fold's evaluation runs; every other (fold, seed) trains each arm from scratch at

@@ -94,10 +94,10 @@ def test_train_more_trains_fresh_seeds_at_the_arms_chosen_point():
 
 def test_train_longer_holds_the_lr_and_stops_at_the_best_mean_validation_period():
     """The budget check: the arm's lr, a longer budget, the period of lowest mean validation
-    loss over the selection seeds; its selection says whether that period is late; the same
+    loss over the selection seeds before an early stop; its selection says whether that period is late; the same
     run's snapshots at the arm's own period are the heads train_selected and train_more give."""
     from fgclip.studies.maximage.replicas import train_stacks
-    from fgclip.train.selection import SelectionGrid
+    from fgclip.train.selection import SelectionGrid, stop_epoch
 
     fit, val = _split(n_images=12, seed=0), _split(n_images=8, seed=1)
     data, cfg = ma.Splits(fit, val, val), TrainConfig(batch_size=4, embed_dim=8, mask_same_text=True)
@@ -110,7 +110,9 @@ def test_train_longer_holds_the_lr_and_stops_at_the_best_mean_validation_period(
     assert long.arm == "N-Pair MaxImage, 8 periods" and long.lr == log[0].lr and long.budget == 8 and long.seeds == (0, 1)
     run = train_stacks(fit, val, replace(cfg, lr=long.lr), [long.lr], [0, 1, 2], 8, 2, keep_states=True)
     mean = np.mean([run.curves[(long.lr, s)] for s in (0, 1)], axis=0)
-    assert long.epochs == int(np.argmin(mean)) + 1 and long.converged == (long.epochs <= 6)
+    stop = stop_epoch(-mean, 2)  # the early stopper with a quarter of the 8 periods as patience
+    assert long.epochs == int(np.argmin(mean[:stop])) + 1 and long.converged == (long.epochs <= 6)
+    assert long.rule == "early-stop"
 
     def same(xs, ys) -> bool:
         return len(xs) == len(ys) and all(torch.equal(a, b) for h, e in zip(xs, ys)

@@ -134,7 +134,9 @@ def test_what_the_critique_says_of_the_early_stopping_run_holds_there():
     a0, b0, a, b = old["selection"][SUPERVISED], old["selection"][A_A_B], new["selection"][SUPERVISED], new["selection"][A_A_B]
     late = np.mean(b0["curves"][str(b0["lr"])], axis=0)  # side B's first choice: a second peak above the first
     assert late[1] < late[0] < late[b0["epochs"] - 1] and late.argmax() == b0["epochs"] - 1
-    assert stop_epoch(late, max(1, b0["budget"] // 4)) < b0["epochs"]  # the stopper halts before it
+    patience = max(1, b0["budget"] // 4)
+    assert stop_epoch(late, patience) == 3 < b0["epochs"]  # the stopper halts at the third epoch, before it
+    assert stop_epoch(late, patience + 1) > b0["epochs"]  # "by the narrowest margin": one more epoch and it runs on
     assert (a["lr"], a["epochs"]) == (a0["lr"], a0["epochs"]) and (b["lr"], b["epochs"]) != (b0["lr"], b0["epochs"])
     v, v0 = new["verdict"], old["verdict"]
     assert np.sign(v["difference"]) != np.sign(v0["difference"])

@@ -94,3 +94,15 @@ def test_selection_rows_say_when_the_epochs_were_bounded_by_an_early_stop():
     stop, budget = fp.selection_rows({"a": Selection(**sel, rule="early-stop"), "b": Selection(**sel)})
     assert stop["criterion"] == "base mAP, mean over seeds [0, 1]; epochs up to an early stop (patience 2)"
     assert budget["criterion"] == "base mAP, mean over seeds [0, 1]"
+
+
+def test_converged_sentence_names_late_edge_and_cut_choices():
+    from fgclip.train.selection import Selection
+    sel = dict(lr=1e-3, score=0.5, curves={1e-3: [[0.4, 0.5]]}, seeds=(0, 1), budget=8)
+    fine = fp.converged_sentence({"a": Selection(arm="a", epochs=2, **sel)})
+    assert fine == "Every trained arm's best validation epoch came at least 2 epochs before the budget's end (8)."
+    text = fp.converged_sentence({"a": Selection(arm="a", epochs=8, converged=False, **sel),
+                                  "b": Selection(arm="b", epochs=2, lr_edge="largest", after_stop="lr 0.003, epoch 8",
+                                                 **sel)})
+    assert "may not have converged: a." in text and "At the edge of the lr grid: b (largest)." in text
+    assert text.endswith("may have cut a slow start, for: b (lr 0.003, epoch 8).")

@@ -141,6 +141,9 @@ def test_early_stopping_never_chooses_a_peak_after_a_stretch_of_patience_epochs_
     assert (budget.lr, budget.epochs, budget.rule) == (3e-3, 8, "budget")  # the late peak wins over the budget
     assert (stop.lr, stop.epochs, stop.rule) == (1e-3, 2, "early-stop")  # its stopper halted at epoch 4
     assert stop.score == pytest.approx(0.66) and stop.converged
+    # the late peak is past its stop and above the chosen score: the selection says so
+    assert (stop.after_stop, budget.after_stop) == ("lr 0.003, epoch 8", "")
+    assert "beaten after an early stop (lr 0.003, epoch 8)" in stop.caveat()
     assert Selection.from_dict(stop.to_dict()) == stop
     # E_stop: P epochs after the best so far, or the whole curve when that never comes
     assert stop_epoch(np.array(curves[3e-3]), 2) == 3 and stop_epoch(np.array(curves[1e-3]), 2) == 4
@@ -148,7 +151,12 @@ def test_early_stopping_never_chooses_a_peak_after_a_stretch_of_patience_epochs_
     assert stop_epoch(np.array([0.1, 0.3, 0.2, 0.4, 0.3, 0.2]), 2) == 6  # a dip shorter than P does not stop it
     # a still-rising curve chooses its last epoch under both rules and is not converged
     rising = select_lr_epochs("rising", lambda lr, s, e: curves[1e-2][:e], SelectionGrid(epochs=10))
-    assert (rising.epochs, rising.converged) == (10, False)
+    assert (rising.epochs, rising.converged, rising.after_stop) == (10, False, "")
+    # a loss (lower is better): the stopper watches it falling; a later, lower loss is reported
+    loss = [0.5, 0.4, 0.45, 0.3, 0.2]  # patience 5 // 4 = 1: stops at epoch 3
+    low = select_lr_epochs("loss", lambda lr, s, e: [v + lr for v in loss[:e]],
+                           SelectionGrid(epochs=5, higher_is_better=False))
+    assert (low.lr, low.epochs, low.after_stop) == (1e-3, 2, "lr 0.001, epoch 5")
     with pytest.raises(ValueError, match="rule"):
         SelectionGrid(rule="patience")
 

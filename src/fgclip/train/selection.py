@@ -74,6 +74,7 @@ class Selection:
     converged: bool = True  # False when the best epoch lies within the patience of the budget's end
     lr_edge: str = ""  # "smallest" / "largest" when lr* is at that end of the grid, else ""
     rule: str = "budget"  # the grid's rule it was chosen by (eq-selection or eq-selection-stop)
+    after_stop: str = ""  # early-stop: where a mean curve beat the chosen score after its stop ("lr 0.003, epoch 10"), else ""
 
     @property
     def patience(self) -> int:
@@ -88,6 +89,8 @@ class Selection:
         # the other edge of the budget: the curve only fell after its first point (a smaller lr,
         # or a finer first step, might have done better); not a failure to converge
         parts += ["best at the first epoch: the curve only fell after it"] if self.epochs == 1 < self.budget else []
+        parts += [f"beaten after an early stop ({self.after_stop}): the stop may have cut a slow start"] \
+            if self.after_stop else []
         return f" ({'; '.join(parts)})" if parts else ""
 
     def mean_curve(self, lr: float | None = None) -> np.ndarray:
@@ -122,10 +125,13 @@ def select_lr_epochs(arm: str, run: Callable[[float, int, int], list[float]],
     last = {lr: stop_epoch(m, grid.patience) if grid.rule == "early-stop" else grid.epochs for lr, m in means.items()}
     best = max(((float(m[e]), -e, -lr, lr, e) for lr, m in means.items() for e in range(last[lr])))
     _, _, _, lr, e = best
+    # the best point any lr's mean curve reached after its stop (none under the rule "budget")
+    later = max(((float(m[k]), lr, k) for lr, m in means.items() for k in range(last[lr], grid.epochs)), default=None)
+    after = f"lr {later[1]:g}, epoch {later[2] + 1}" if later is not None and later[0] > best[0] else ""
     return Selection(arm=arm, lr=lr, epochs=e + 1, score=float(np.mean(curves[lr], axis=0)[e]),
                      curves=curves, seeds=tuple(grid.seeds), budget=grid.epochs,
                      converged=e + 1 <= grid.epochs - grid.patience, lr_edge=grid_edge(lr, grid.lrs),
-                     rule=grid.rule)
+                     rule=grid.rule, after_stop=after)
 
 
 def stop_epoch(curve: np.ndarray, patience: int) -> int:

@@ -296,5 +296,8 @@ def converged_sentence(selections: dict[str, Selection]) -> str:
            f"({first.budget})." if not late else
            f"These arms chose an epoch within the budget's last {first.patience} ({first.budget} in all), so they may "
            f"not have converged: {', '.join(late)}.")
-    return out + (f" At the edge of the lr grid: {', '.join(edge)}." if edge else "")
+    cut = [f"{a} ({s.after_stop})" for a, s in selections.items() if s.after_stop]
+    return out + (f" At the edge of the lr grid: {', '.join(edge)}." if edge else "") + \
+        (f" A mean curve rose above the chosen score after its early stop, which may have cut a slow start, "
+         f"for: {', '.join(cut)}." if cut else "")
 

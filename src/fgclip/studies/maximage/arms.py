@@ -17,7 +17,7 @@ import pandas as pd
 
 from ...methods.maximage import MaxImageHeads
 from ...models import Clip
-from ...train.selection import Selection, SelectionGrid, select_lr_epochs
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs, stop_epoch
 from .data import Split, load_split, subset_split
 from .evaluation import shuffled_caption_image
 from .heads import TrainConfig, make_heads, train_heads
@@ -210,8 +210,8 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
                  period: int, periods: int, curves: list[dict] | None = None) -> Longer:
     """The budget check: ``arm`` trained again on ``seeds`` at the lr its selection in ``log``
     chose, for a budget of ``periods`` periods instead of ``grid.epochs``, and stopped at the
-    period of lowest mean validation loss over the grid's selection seeds (eq-selection-stop with the
-    lr held). The lr is constant, so the same run's snapshot at the selection's own period follows
+    period of lowest mean validation loss over the grid's selection seeds before an early stop with
+    a quarter of the longer budget as patience (eq-selection-stop with the lr held). The lr is constant, so the same run's snapshot at the selection's own period follows
     the protocol :func:`train_more` follows for a seed (same start, batches, lr and periods): both
     come back (:class:`Longer`). It is the same head only up to floating-point rounding, which
     differs between stacks of another size, and training can amplify it (the chapter measures how
@@ -228,11 +228,12 @@ def train_longer(arm: Arm, data: Splits, grid: SelectionGrid, log: list[Selectio
                        shuffled=arm.shuffled, keep_states=True)
     picked = [s for s in grid.seeds if s in seeds] or list(seeds)
     mean = np.mean([run.curves[(sel.lr, s)] for s in picked], axis=0)  # (periods,)
-    best = int(np.argmin(mean)) + 1
+    patience = max(1, periods // 4)
+    best = int(np.argmin(mean[:stop_epoch(-mean, patience)])) + 1  # a loss: the stopper watches -mean
     name = f"{arm.name}, {periods} periods"
     log.append(Selection(arm=name, lr=sel.lr, epochs=best, score=float(mean[best - 1]),
                          curves={sel.lr: [run.curves[(sel.lr, s)] for s in picked]}, seeds=tuple(picked), budget=periods,
-                         converged=best <= periods - max(1, periods // 4)))
+                         converged=best <= periods - patience, rule="early-stop"))
     if curves is not None:
         def rec(s: int, k: int, selection: bool) -> dict:
             return {"train": run.train_curves[(sel.lr, s)][:k], "val": run.curves[(sel.lr, s)][:k], "selection": selection}

@@ -476,8 +476,8 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 # gives the size of the shift a change of seeds alone makes, printed against the controls' and
 # the test's differences, with a lower bound on the seeds a side it would need (a bound, not
 # a promise: the two sides' choices of schedule do not average out, and the folds keep their
-# share of the interval's width; the critique shows an A/A run outside the book at twenty seeds
-# a side, which failed). When either
+# share of the interval's width; the critique shows three A/As run outside the book at twenty
+# seeds a side, none of which came out equivalent). When either
 # control misbehaves, the test cannot decide here. The power check below asks whether the
 # half-width of the test's interval is at most half the larger of its difference and the
 # margin (for the A/A, which passes only as equivalent, at most the margin itself); it is

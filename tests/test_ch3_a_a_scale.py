@@ -149,3 +149,26 @@ def test_what_the_critique_says_of_the_early_stopping_run_holds_there():
     assert a["epochs"] < b["epochs"] and a["lr"] > b["lr"] and v["mean_b"] < v["mean_a"]
     d = np.asarray(v["seed_differences"])
     assert (d.std(ddof=1) / np.sqrt(len(d))) ** 2 < 0.5 * v["standard_error"] ** 2
+
+
+def test_the_fresh_runs_page_is_its_records_and_what_the_critique_says_of_it_holds():
+    """The third run (seed 40: fresh data and seeds) under the early stopper: both sides chose
+    one lr, epochs one apart; the difference is a small fraction of the margin; the paired seeds
+    split and their differences straddle zero; not equivalent, its half-width just above the
+    margin; the folds' part of the variance (about three quarters) alone, with this
+    difference, reaches past the margin, so more seeds a side cannot make it pass."""
+    record = json.loads((ROOT / "book" / "ch3_a_a_fresh.json").read_text())
+    assert (ROOT / "book" / "ch3_a_a_fresh.md").read_text() == aas.a_a_markdown(record)
+    critique = (ROOT / "book" / "ch3_critique.md").read_text()
+    assert "```{include} ch3_a_a_fresh.md" in critique and record["meta"]["command"].endswith("-p seed 40")
+    assert min(record["a_a_seeds"]["side A"]) == 40 and max(record["a_a_seeds"]["side B"]) == 79
+    v, a, b = record["verdict"], record["selection"][SUPERVISED], record["selection"][A_A_B]
+    assert a["rule"] == b["rule"] == "early-stop" and a["lr"] == b["lr"] and abs(a["epochs"] - b["epochs"]) == 1
+    assert abs(v["difference"]) < 0.25 * v["margin"]
+    d = np.asarray(v["seed_differences"])
+    assert 0.4 <= v["seeds_agreeing"] / v["n_seeds"] <= 0.6 and d.min() < 0 < d.max()
+    half = (v["ci_high"] - v["ci_low"]) / 2
+    assert v["outcome"] == "cannot tell at this size" and v["margin"] < half < 1.1 * v["margin"]
+    seed_share = (d.std(ddof=1) / np.sqrt(len(d))) ** 2 / v["standard_error"] ** 2
+    assert 0.65 < 1 - seed_share < 0.85  # "about three quarters" is the folds'
+    assert abs(v["difference"]) + half * np.sqrt(1 - seed_share) > v["margin"]  # the folds' part alone reaches past it

@@ -227,5 +227,5 @@ def test_a_a_sentence_sets_the_a_a_half_width_against_the_differences():
     # the size: se 0.02 at 2 seeds, t at 1.96: 2 x (0.02 x 1.96 / 0.01)^2 = 30.7 -> at least about 31
     sized = page.a_a_sentence(replace(aa, standard_error=0.02), [small])
     assert "would need at least about 31 seeds a side (its standard error, 0.020 at 2" in sized
-    assert sized.endswith("That is a bound, not a promise: the sides' choices of schedule do not average out (the "
-                          "critique shows an A/A at twenty seeds a side).")
+    assert sized.endswith("That is a bound, not a promise: the sides' choices of schedule do not average out, and the "
+                          "folds keep their share (the critique shows three A/As at twenty seeds a side).")

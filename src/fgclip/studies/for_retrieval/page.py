@@ -271,8 +271,8 @@ def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
     return out + (f" For its half-width to fit within half the margin (±{negative.margin / 2:g}) the A/A would need at "
                   f"least about {need} seeds a side (its standard error, {negative.standard_error:.3f} at {n}, taken to "
                   f"shrink as 1/√seeds; the two selection seeds of each side stay two). That is a bound, not a "
-                  f"promise: the sides' choices of schedule do not average out (the critique shows an A/A at twenty "
-                  f"seeds a side).")
+                  f"promise: the sides' choices of schedule do not average out, and the folds keep their share (the "
+                  f"critique shows three A/As at twenty seeds a side).")
 
 
 def findings(cv: ChapterVerdicts, falsification, power: dict, schedules: dict[str, Selection], margin: float,

@@ -323,3 +323,13 @@ def test_convergence_check_repeats_the_grid_and_reads_the_longer_curve():
     # a check whose longer curve keeps rising reads as not converged, one that peaked as converged
     assert dsweep.converged_cell(sel, {**check, "best epoch": 4, "converged": False}) == "NO (to epoch 4: best at 4)"
     assert dsweep.converged_cell(sel, {**check, "best epoch": 1, "converged": True}) == "yes (to epoch 4: best at 1)"
+
+
+def test_selection_table_names_the_rule_the_grid_chose_by():
+    from fgclip.studies.decoupling.sweep import selection_table
+    from fgclip.train.selection import Selection, SelectionGrid
+    sel = {"full": Selection(arm="full", lr=1e-3, epochs=2, score=0.5, curves={1e-3: [[0.4, 0.5]]}, seeds=(0, 1), budget=8)}
+    stop, budget = (selection_table(sel, SelectionGrid(lrs=(1e-3, 3e-3, 1e-2), epochs=8, rule=r), "val")["criterion"][0]
+                    for r in ("early-stop", "budget"))
+    assert stop.startswith("eq-selection-stop:") and stop.endswith("before an early stop")
+    assert budget == "eq-selection: best mean validation mAP on p (known entries)"

@@ -197,7 +197,8 @@ def selection_table(selections: dict, grid: SelectionGrid, where: str, checks: d
              "candidates": f"lr in {list(grid.lrs)}, epochs 1..{grid.epochs}",
              "chosen": f"lr {sel.lr:g}, {sel.epochs} epochs" + (f" (lr at the grid's {sel.lr_edge} end)" if sel.lr_edge else ""),
              "converged": converged_cell(sel, (checks or {}).get(arm)),
-             "criterion": "eq-selection-stop: best mean validation mAP on p (known entries) before an early stop",
+             "criterion": "eq-selection-stop: best mean validation mAP on p (known entries) before an early stop"
+             if grid.rule == "early-stop" else "eq-selection: best mean validation mAP on p (known entries)",
              "split": where}
             for arm, sel in selections.items()]
     return pd.DataFrame([*rows, *extra])

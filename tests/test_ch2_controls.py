@@ -99,3 +99,18 @@ def test_power_record():
     (rec,) = ccmp.power_records([v])
     assert rec["half_width"] == pytest.approx((v.ci_high - v.ci_low) / 2)
     assert rec["target"] == pytest.approx(0.5 * max(abs(v.difference), 0.03)) and rec["met"]
+
+
+def test_power_record_of_a_negative_control_targets_its_margin():
+    """A negative control passes only as 'equivalent', so its power target is the margin itself;
+    the findings clause names it and says why it could not pass when wider."""
+    from fgclip.studies.clip4dm.findings import power_clause
+    units = _units(foil_slot=True, orig_argmin=lambda i: 2)
+    v = ccmp.la_verdict(units, "CLIP4DM", "random content word", units.foil_type.eq("color"), "color foils", 0, 0.03)
+    central, null = ccmp.power_records([v], [v])
+    assert null["target"] == pytest.approx(0.03) and null["rule"].endswith("(negative control)")
+    assert null["met"] == (null["half_width"] <= 0.03) and central["target"] != null["target"]
+    wide = {**null, "half_width": 0.05, "met": False}
+    assert "negative control): half-width 0.050 against a target of 0.030, not met: too wide to come out equivalent" \
+        in power_clause([wide])
+    assert "not met: under-powered at this size" in power_clause([{**central, "met": False}])

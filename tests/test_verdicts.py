@@ -262,3 +262,60 @@ def test_power_check_of_a_negative_control_targets_the_margin():
     assert as_null["met"] == (v.half_width <= 0.02) and "negative control" in as_null["rule"]
     wide = aa([0.40, 0.60, 0.45, 0.55])
     assert wide.half_width > 0.02 and not power_check(wide, null=True)["met"]
+
+
+def simulate_nested(rng, seed_sd, n_seeds=6, n_images=60, per_image=3, image_sd=0.3, unit_sd=0.5):
+    """A fresh test draw per seed (chapter 2): the difference D[s, u] is NaN outside seed s's own
+    units; a per-draw offset (seed_sd), an image part shared by its units, unit noise; true mean 0."""
+    per_seed = n_images * per_image
+    diff = np.full((n_seeds, n_seeds * per_seed), np.nan)
+    for s in range(n_seeds):
+        image = rng.normal(0, image_sd, n_images).repeat(per_image)
+        diff[s, s * per_seed:(s + 1) * per_seed] = rng.normal(0, seed_sd) + image + rng.normal(0, unit_sd, per_seed)
+    clusters = [f"{s}:{i}" for s in range(n_seeds) for i in np.arange(n_images).repeat(per_image)]
+    return diff, np.zeros_like(diff) + np.where(np.isnan(diff), np.nan, 0.0), clusters
+
+
+def _crossed_reading(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int) -> float:
+    """What the crossed rule (eq-verdict-se) would give a nested design: its standard error."""
+    return float(np.sqrt(verdicts._crossed_se2(v_seed, v_unit, n_seeds, n_clusters)[0]))
+
+
+@pytest.mark.parametrize("seed_sd", [0.0, 0.05])
+def test_nested_units_cover_the_truth_at_the_nominal_rate_and_the_sum_would_overcover(seed_sd, monkeypatch):
+    """eq-verdict-se-nested: each unit scored by one seed. The max rule covers the true difference
+    (0) about 95% of the time, with or without a per-draw effect; the crossed sum, which counts the
+    units' noise twice, covers it more often with a wider interval (the rule can fail: swapping
+    in the sum makes the width check fail)."""
+    rng = np.random.default_rng(11)
+    covered, widths, sums = [], [], []
+    real = verdicts._nested_se2
+    parts = {}
+
+    def spy(v_seed, v_unit, n_seeds, n_clusters):
+        parts["last"] = (v_seed, v_unit, n_seeds, n_clusters)
+        return real(v_seed, v_unit, n_seeds, n_clusters)
+
+    monkeypatch.setattr(verdicts, "_nested_se2", spy)
+    for run in range(200):
+        a, b, clusters = simulate_nested(rng, seed_sd)
+        v = compare(a, b, claim="null", arms=("a", "b"), unit="captions", clusters=clusters, seed=run,
+                    n_resamples=300)
+        assert v.design == "nested"
+        covered.append(v.ci_low <= 0.0 <= v.ci_high)
+        widths.append(v.standard_error)
+        sums.append(_crossed_reading(*parts["last"]))
+    assert 0.90 <= np.mean(covered) <= 0.99, f"coverage {np.mean(covered):.3f}"
+    assert np.mean(widths) < 0.97 * np.mean(sums), "the max rule should be narrower than the double-counting sum"
+
+
+def test_crossed_units_keep_the_sum_and_say_so():
+    """Seeds that score the same units stay with eq-verdict-se; one unit scored twice is enough."""
+    rng = np.random.default_rng(5)
+    a, b, clusters = simulate(rng, effect=0.0)
+    v = compare(a, b, claim="c", arms=("a", "b"), unit="phrases", clusters=clusters)
+    assert v.design == "crossed"
+    diff, _, cl = simulate_nested(rng, 0.02, n_seeds=3)
+    diff[1, 0] = diff[0, 0]  # unit 0 now scored by seeds 0 and 1: not nested any more
+    base = np.where(np.isnan(diff), np.nan, 0.0)
+    assert compare(diff, base, claim="c", arms=("a", "b"), unit="u", clusters=cl).design == "crossed"

@@ -74,6 +74,7 @@ class Verdict:
     seed_differences: tuple[float, ...] = field(default=())
     margin: float | None = None  # the declared margin of practical equivalence m (None: none declared)
     standard_error: float | None = None  # sqrt of eq-verdict-se's se^2, the interval's half-width over its t
+    design: str = "crossed"  # "crossed": seeds score the same units (eq-verdict-se); "nested": each unit one seed's (eq-verdict-se-nested)
 
     @property
     def half_width(self) -> float:
@@ -189,7 +190,8 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
             n_resamples: int = 2000, higher_is_better: bool = True,
             margin: float | None = None) -> Verdict:
     """Compare arm A with arm B on paired scores a[s, u], b[s, u] (eq-verdict-mean, eq-verdict-se,
-    eq-verdict-df, eq-verdict-equivalent).
+    eq-verdict-df, eq-verdict-equivalent; eq-verdict-se-nested when every unit is scored by one
+    seed only, a fresh test draw per seed).
 
     a, b: (n_seeds, n_units) arrays, or (n_units,) for one seed; NaN marks a unit that a
     seed did not score (it must be NaN in both arms). clusters: one label per unit; units
@@ -226,13 +228,11 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
     unit_means[scored] = np.nanmean(diff[:, scored], axis=0)
     v_unit = cluster_bootstrap_var(unit_means, cluster, n_clusters, n_resamples, rng)
     v_seed = float(seed_means.var(ddof=1)) / n_seeds if n_seeds > 1 else 0.0
-    se2 = v_seed + v_unit
+    nested = n_seeds > 1 and bool((observed.sum(axis=0) == 1).all())
+    se2, nu = (_nested_se2 if nested else _crossed_se2)(v_seed, v_unit, n_seeds, n_clusters)
     if se2 == 0.0:
         low = high = d
     else:
-        terms = (v_seed ** 2 / (n_seeds - 1) if n_seeds > 1 else 0.0) + \
-                (v_unit ** 2 / (n_clusters - 1) if n_clusters > 1 else 0.0)
-        nu = se2 ** 2 / terms if terms > 0 else np.inf
         half = float(stats.t.ppf(0.5 + confidence / 2, nu)) * np.sqrt(se2)
         low, high = d - half, d + half
     sign = np.sign(d)
@@ -250,7 +250,26 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
                    n_clusters=n_clusters, unit=unit, cluster_unit=cluster_unit,
                    seeds_agreeing=agreeing, verdict=verdict, higher_is_better=higher_is_better,
                    seed_differences=tuple(float(m) for m in seed_means), margin=margin,
-                   standard_error=float(np.sqrt(se2)))
+                   standard_error=float(np.sqrt(se2)), design="nested" if nested else "crossed")
+
+
+def _crossed_se2(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int) -> tuple[float, float]:
+    """Seeds that score the same units (eq-verdict-se, eq-verdict-df): se^2 = V_seed + V_unit,
+    nu by Welch-Satterthwaite; (se^2, nu)."""
+    se2 = v_seed + v_unit
+    terms = (v_seed ** 2 / (n_seeds - 1) if n_seeds > 1 else 0.0) + \
+            (v_unit ** 2 / (n_clusters - 1) if n_clusters > 1 else 0.0)
+    return se2, (se2 ** 2 / terms if terms > 0 else np.inf)
+
+
+def _nested_se2(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int) -> tuple[float, float]:
+    """Each unit scored by one seed only (a fresh test draw per seed; eq-verdict-se-nested): the
+    spread of the seed means already holds the units' sampling noise, so adding V_unit would count
+    it twice. se^2 = max(V_seed, V_unit), with the degrees of freedom of the larger part (S - 1
+    or K - 1); (se^2, nu)."""
+    if v_seed >= v_unit:
+        return v_seed, float(n_seeds - 1)
+    return v_unit, float(n_clusters - 1) if n_clusters > 1 else np.inf
 
 
 @dataclass(frozen=True)

@@ -288,8 +288,10 @@ def clauses(vs: Sequence[verdicts.Verdict]) -> str:
     return "; ".join(f"{v.claim}: {reading(v)}" for v in vs) or "not tested here"
 
 
-def power_records(vs: Sequence[verdicts.Verdict]) -> list[dict]:
+def power_records(vs: Sequence[verdicts.Verdict], nulls: Sequence[verdicts.Verdict] = ()) -> list[dict]:
     """The power check of each of ``vs`` (the chapter's central comparisons): the interval's
     half-width against half of max(|difference|, margin); ``met`` when it is no wider (issue
-    30's target), else the comparison is under-powered at this number of scenes."""
-    return [verdicts.power_check(v) for v in vs]
+    30's target), else the comparison is under-powered at this number of scenes; then that of
+    each of ``nulls`` (negative controls, which pass only as "equivalent": the target is the
+    margin itself)."""
+    return [verdicts.power_check(v) for v in vs] + [verdicts.power_check(v, null=True) for v in nulls]

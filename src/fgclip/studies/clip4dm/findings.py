@@ -66,10 +66,14 @@ def relative_clauses(vs: Sequence[verdicts.Verdict]) -> str:
 
 
 def power_clause(power: Sequence[dict]) -> str:
-    """The power checks as one clause: each comparison's half-width against its target."""
-    return "; ".join(f"{p['claim']} ({p['arms'][0]} vs {p['arms'][1]}): half-width {p['half_width']:.3f} against "
-                     f"a target of {p['target']:.3f}, {'met' if p['met'] else 'not met: under-powered at this size'}"
-                     for p in power)
+    """The power checks as one clause: each comparison's half-width against its target (a
+    negative control's target is its margin: wider, it could not have come out equivalent)."""
+    def short(p: dict) -> str:
+        null = p["rule"].endswith("(negative control)")
+        return "not met: too wide to come out equivalent at this size" if null else "not met: under-powered at this size"
+    return "; ".join(f"{p['claim']} ({p['arms'][0]} vs {p['arms'][1]}{', negative control' if p['rule'].endswith('(negative control)') else ''}): "
+                     f"half-width {p['half_width']:.3f} against a target of {p['target']:.3f}, "
+                     f"{'met' if p['met'] else short(p)}" for p in power)
 
 
 def deviation_clause(eps: Epsilons, eps_types: pd.DataFrame) -> str:

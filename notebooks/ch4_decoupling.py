@@ -688,7 +688,8 @@ print("\n".join(f.sentence() for f in controls), "\npower check of the central c
 
 # %%
 summary = dcmp.summary_verdicts(sweep.ap, proportions, seed, margin)  # full model vs 5 rows, then p vs s
-chapter_v = [*summary, *test_v.values(), v_aa, v_point, planted.verdict]  # as results.json lists them
+by_s = dcmp.ranking_split_verdicts(sweep.ap, proportions, seed, margin)  # {ρ: softmax-trained ranked by s vs sigmoid+affine}
+chapter_v = [*summary, *test_v.values(), v_aa, v_point, planted.verdict, *by_s.values()]  # as results.json lists them
 fig = forest_plot(chapter_v, margin=margin)
 
 # %% [markdown]
@@ -702,7 +703,7 @@ zs_diag = dcmp.full_vs_zero_shot(sweep, proportions, seed, margin, zs_head.text_
 findings = dfind.chapter_findings(summary, v_point, grads, test_v, controls[len(proportions) // 2], v_aa, power,
                                  sweep.selections, f"seeds {seeds} (A/A: {aa_seeds}); {len(fit_idx)} fit / {len(val_idx)} "
                                  f"validation / {len(y_test)} test images of {root.name}", planted, zs_diag, sweep.checks,
-                                 ablations, grads_trained)
+                                 ablations, grads_trained, by_s)
 glue_findings("ch4", findings)
 display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(pretrained)}))", list(findings.values())))
 
@@ -728,7 +729,10 @@ display(found_box(f"What we found ({n_seeds} seeds, frozen CLIP {model} ({shown(
 # the scores at initialisation: {glue:md}`ch4-unknown-gradients`; on the same batch, at the
 # heads as trained: {glue:md}`ch4-trained-gradients`. So "known labels only"
 # describes the loss terms; what reaches the scores depends on the scoring rule. Softmax
-# against a calibrated sigmoid, at each proportion: {glue:md}`ch4-scoring-rule`. The
+# against a calibrated sigmoid, at each proportion: {glue:md}`ch4-scoring-rule`. Training
+# or ranking? The softmax-trained model ranked by its score $s$, so that only the training
+# differs and not the per-image denominator of Eq. 9 at test time, against the affine
+# sigmoid: {glue:md}`ch4-trained-by-s`. The
 # softmax-against-sigmoid+affine verdict is {glue:md}`ch4-same-across-proportions`. The
 # positive control, the same comparison on the planted world whose category pairs always
 # co-occur, where the softmax was predicted to lose: {glue:md}`ch4-planted`. Read

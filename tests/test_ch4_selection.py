@@ -316,7 +316,10 @@ def test_convergence_check_repeats_the_grid_and_reads_the_longer_curve():
     # continued from the grid's end, the check reads what training 4 epochs from the start reads
     longer = trainer.train_members(darms.FULL, [Member(sel.lr, sd, 0.5) for sd in (0, 1)], split, 4)
     np.testing.assert_allclose(check["mean curve"], longer.curves.mean(axis=0), atol=1e-6)
-    assert check["best epoch"] == int(np.argmax(check["mean curve"])) + 1
+    from fgclip.train.selection import stop_epoch  # the selection's own rule over the longer horizon
+    curve = np.asarray(check["mean curve"])
+    assert check["best epoch"] == int(np.argmax(curve[:stop_epoch(curve, sel.patience)])) + 1
+    assert check["rule"] == f"early stop, patience {sel.patience}"
     assert check["converged"] == (check["best epoch"] <= sel.epochs)
     assert dsweep.converged_cell(sel, check).startswith("yes" if check["converged"] else "NO")
     assert dsweep.converged_cell(sel, None) == "NO"
@@ -333,3 +336,36 @@ def test_selection_table_names_the_rule_the_grid_chose_by():
                     for r in ("early-stop", "budget"))
     assert stop.startswith("eq-selection-stop:") and stop.endswith("before an early stop")
     assert budget == "eq-selection: best mean validation mAP on p (known entries)"
+
+
+def test_the_scoring_verdicts_name_an_under_trained_control_and_a_silent_agreement():
+    """The findings box: a sigmoid control still improving at the budget's end gets a caveat (its
+    verdicts describe it at this budget, not the scoring rule); three 'cannot tell' that agree say
+    so; a converged control adds nothing."""
+    from fgclip.studies.decoupling import findings as dfind
+    from fgclip.verdicts import compare
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0.5, 0.1, (4, 16)), rng.normal(0.5, 0.1, (4, 16))
+    v = compare(a, b, claim="scoring", arms=("softmax (paper)", "sigmoid+bias"), unit="categories", margin=0.02)
+    test_v = {(darms.FULL_BIAS, 0.5): v, (darms.FULL_AFFINE, 0.5): v}
+    late = {"arm": darms.FULL_BIAS.name, "horizon": 16, "best epoch": 16, "converged": False}
+    said = dfind.control_caveat(test_v, {darms.FULL_BIAS: late})
+    assert darms.FULL_BIAS.name in said and "under-trained at this budget" in said and "sigmoid+affine" in said
+    assert dfind.control_caveat(test_v, {darms.FULL_BIAS: {**late, "converged": True}}) == ""
+    assert dfind.control_caveat(test_v, {}) == ""
+    assert v.verdict == "cannot tell"
+    assert dfind.same_clause([v, v]).endswith("says nothing about the scoring rule")
+    sided = compare(a + 0.5, b, claim="scoring", arms=("softmax (paper)", "sigmoid+bias"), unit="categories", margin=0.02)
+    assert "says nothing" not in dfind.same_clause([sided, sided])
+
+
+def test_ranking_split_compares_the_softmax_ranked_by_s_with_the_affine_sigmoid():
+    from fgclip.studies.decoupling.comparisons import ranking_split_verdicts
+    rng = np.random.default_rng(1)
+    ap = {(arm, rho, kind): rng.uniform(0.3, 0.9, (4, 16)) for arm in darms.FULL_RULES for rho in (0.1, 0.5)
+          for kind in ("p", "s")}
+    ap[darms.FULL, 0.5, "s"] = ap[darms.FULL_AFFINE, 0.5, "p"] + 0.1  # planted: ranked by s, the softmax ahead
+    out = ranking_split_verdicts(ap, [0.1, 0.5], 0, 0.02)
+    assert list(out) == [0.1, 0.5]
+    assert out[0.5].arms == ("softmax-trained, ranked by s", "sigmoid+affine") and out[0.5].verdict == "A better"
+    assert abs(out[0.5].difference - 0.1) < 1e-9

@@ -76,6 +76,16 @@ def scoring_verdicts(ap: dict, proportions: list[float], seed: int, margin: floa
         for rho in proportions for ctrl in controls}
 
 
+def ranking_split_verdicts(ap: dict, proportions: list[float], seed: int, margin: float) -> dict:
+    """Training or ranking? At each proportion the softmax-trained full model ranked by its score
+    s (no per-image denominator at test time) against the affine sigmoid (which ranks alike by p
+    and s): what coupling in training alone does, apart from ranking by Eq. 9; keyed by ρ."""
+    return {rho: compare_categories(ap[FULL, rho, "s"], ap[FULL_AFFINE, rho, "p"],
+                                    f"softmax-trained, ranked by s, against sigmoid+affine, {rho:.0%} known",
+                                    ("softmax-trained, ranked by s", FULL_AFFINE.scoring), seed, margin)
+            for rho in proportions}
+
+
 def a_a_verdict(ap: dict, rho: float, seed: int, margin: float, arm: Arm = FULL,
                 more: np.ndarray | None = None, per_side: int | None = None):
     """The A/A negative control: the same arm (the paper's softmax) at ρ, one set of seeds

@@ -18,7 +18,7 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
                      falsification: verdicts.Falsification, a_a: verdicts.Verdict, power: dict,
                      selections: dict, data: str, planted, zero_shot: dict,
                      checks: dict | None = None, ablations: dict | None = None,
-                     trained_grads: pd.DataFrame | None = None) -> dict[str, str]:
+                     trained_grads: pd.DataFrame | None = None, by_s: dict | None = None) -> dict[str, str]:
     """{glue key: clause} for the chapter's findings box.
 
     summary: :func:`~fgclip.studies.decoupling.comparisons.summary_verdicts`; test_v: the
@@ -29,7 +29,8 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     :func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`; checks: Arm ->
     :func:`~fgclip.studies.decoupling.sweep.convergence_check` (arms chosen at the budget's end);
     ablations: :func:`~fgclip.studies.decoupling.comparisons.ablation_verdicts`; trained_grads:
-    :func:`~fgclip.studies.decoupling.controls.trained_gradients` (each adds its clause when given).
+    :func:`~fgclip.studies.decoupling.controls.trained_gradients`; by_s:
+    :func:`~fgclip.studies.decoupling.comparisons.ranking_split_verdicts` (each adds its clause when given).
     """
     affine = [v for (arm, _), v in test_v.items() if arm == FULL_AFFINE]
     checks = checks or {}
@@ -37,7 +38,8 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     out |= {
         "pointing": pointing.brief(),
         "unknown-gradients": gradient_clause(grads),
-        "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items()),
+        "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items())
+        + control_caveat(test_v, checks),
         "same-across-proportions": same_clause(affine),
         "planted": planted_clause(planted),
         "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
@@ -54,6 +56,8 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     }
     if ablations:
         out["ablations"] = ablation_clause(ablations)
+    if by_s:
+        out["trained-by-s"] = "; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in by_s.items())
     if trained_grads is not None:
         out["trained-gradients"] = trained_gradient_clause(trained_grads, grads)
     return out
@@ -70,6 +74,22 @@ def budget_caveat(checks: dict, arms: tuple) -> str:
     return (" At this budget, not at convergence: " + "; ".join(
         f"{c['arm']}{where} was still improving (trained on to epoch {c['horizon']}, its mean validation mAP is best "
         f"at epoch {c['best epoch']}, not at its chosen {c['chosen']})" for where, c in late) + ".")
+
+
+def control_caveat(test_v: dict, checks: dict) -> str:
+    """'' when every sigmoid control of the scoring verdicts converged by its check; otherwise a
+    sentence naming each one still improving at the budget's end: its verdicts describe that
+    control at this budget (not the scoring rule), and only the affine sigmoid's go through the
+    falsification's controls."""
+    late = [c for arm in dict.fromkeys(a for a, _ in test_v)
+            if (c := checks.get(arm)) is not None and not c["converged"]]
+    if not late:
+        return ""
+    return (". " + "; ".join(f"{c['arm']} was still improving at the budget's end (trained on to epoch {c['horizon']}, "
+                            f"best at epoch {c['best epoch']})" for c in late)
+            + ": its verdicts compare the softmax with a control under-trained at this budget, so they say nothing "
+            f"about the scoring rule, and only the verdicts against {FULL_AFFINE.scoring} are read through the "
+            "falsification's controls")
 
 
 def convergence_clause(selections: dict, checks: dict) -> str:
@@ -126,9 +146,11 @@ def same_clause(vs: list) -> str:
     """Whether one comparison's outcome is the same at every proportion, with each difference,
     and whether the difference changes sign (which one outcome can hide)."""
     signs = {np.sign(v.difference) for v in vs}
+    silent = all(v.verdict == verdicts.CANNOT_TELL for v in vs)
     return (f"{'the same' if len({v.outcome for v in vs}) == 1 else 'not the same'} at every proportion "
             f"({', '.join(f'{v.difference:+.3f}, {v.outcome}' for v in vs)})"
-            + ("; the difference changes sign across the proportions" if len(signs) > 1 else ""))
+            + ("; the difference changes sign across the proportions" if len(signs) > 1 else "")
+            + ("; every one of them cannot tell, so the agreement says nothing about the scoring rule" if silent else ""))
 
 
 def planted_clause(run) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 from torch import nn
 
 from ...metrics.multilabel import known_map, per_class_ap
-from ...train.selection import Selection, SelectionGrid, select_lr_epochs
+from ...train.selection import Selection, SelectionGrid, select_lr_epochs, stop_epoch
 from .arms import FULL, LOGISTIC, TRAINED, UNTRAINED, ZERO_SHOT, Arm, Trainer, logistic_scores
 from .comparisons import a_a_verdict
 from .heads import Prediction, predict
@@ -85,9 +85,9 @@ def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, runs: MemberRu
     on from the budget's end to budget + ``extra`` epochs
     (:func:`~fgclip.studies.decoupling.stacked.continue_members`: the steps of a run that long
     from the start); the restored heads must score the grid's last validation point again.
-    The choice stands (every arm keeps the one budget); the record says where the mean
-    validation curve peaks within the longer horizon: ``converged`` when at or before the
-    chosen epoch."""
+    The choice stands (every arm keeps the one budget); the record says which epoch the selection's
+    own rule (eq-selection-stop, the selection's patience) would pick on the mean validation curve
+    over the longer horizon: ``converged`` when it is at or before the chosen epoch."""
     which = [i for i, m in enumerate(runs.members) if m.lr == sel.lr and m.seed in sel.seeds]
     if runs.curves.shape[1] != sel.budget or not which:
         raise ValueError(f"convergence check of {arm.name}: needs the grid's validated runs at lr {sel.lr:g}")
@@ -96,10 +96,10 @@ def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, runs: MemberRu
         raise RuntimeError(f"convergence check of {arm.name}: the restored runs depart from the grid's last "
                            f"validation point by {deviation:.4f}")
     mean = np.concatenate([runs.curves[which], more.curves], axis=1).mean(axis=0)
-    best = int(np.argmax(mean)) + 1  # ties: the earlier epoch
+    best = int(np.argmax(mean[:stop_epoch(mean, sel.patience)])) + 1  # ties: the earlier epoch
     return {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "horizon": sel.budget + extra,
             "best epoch": best, "converged": best <= sel.epochs, "mean curve": mean.tolist(),
-            "rerun deviation": deviation}
+            "rerun deviation": deviation, "rule": f"early stop, patience {sel.patience}"}
 
 
 def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,

@@ -369,3 +369,28 @@ def test_bias_and_batch_seeds_carry_their_selections_caveats():
     _, text = msd.bias_and_batch_below(sweep_of(rows), sweep_of(rows), [], 0.41, 0.1, caveats=caveats)
     assert text.count("the arm's selection: lr at the grid's largest end") == 3  # the cosine sweep's three seeds
     assert text.count("the arm's selection: dot's caveat") == 3  # the dot sweep's, found under its own selection name
+
+
+def test_the_grounding_item_says_when_the_budget_check_reverses_it():
+    """The box's grounding item at the book's budget: when more training raised pointing and the
+    longer run's test (controls passing) concludes otherwise, it says so first, with that
+    conclusion; when it agrees, or without a budget check, it does not claim a reversal."""
+    from fgclip import verdicts
+
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.3, 0.7, (5, 200))
+
+    def v(shift: float, name: str) -> verdicts.Verdict:
+        return verdicts.compare(np.clip(base + shift + 0.01 * rng.normal(size=base.shape), 0, 1), base, claim="c",
+                                arms=("main", name), unit="phrases", clusters=np.arange(200) % 40, seed=0, margin=0.05)
+    at_budget = verdicts.falsify(v(0.0, "object pointer"), v(0.1, "object pointer"), v(0.0, "saliency"))
+    longer = verdicts.falsify(v(0.1, "object pointer"), v(0.15, "object pointer"), v(0.0, "saliency"))
+    assert at_budget.conclusion == "equivalent within ±0.05" and longer.conclusion == "main better"
+    text = mg.grounding_at_budget(at_budget, 18, v(0.2, "main at its budget"), longer)
+    assert "the budget check reverses what they conclude" in text and "concludes **main better**" in text
+    assert text.endswith(mg.grounding_sentence(at_budget))
+    same = mg.grounding_at_budget(at_budget, 18, v(0.2, "main at its budget"), at_budget)
+    assert "reverses" not in same and same.endswith(mg.grounding_sentence(at_budget))
+    flat = mg.grounding_at_budget(at_budget, 18, v(0.0, "main at its budget"), longer)  # more training changed nothing
+    assert "reverses" not in flat
+    assert mg.grounding_at_budget(at_budget, 18) == f"The heads at the book's budget of 18 periods: {mg.grounding_sentence(at_budget)}"

@@ -95,3 +95,21 @@ def budget_sentence(more: verdicts.Verdict | None, test: verdicts.Falsification 
                  f"{moved} (in the grounding test these seeds are the chapter's own heads; the longer run is compared with "
                  "its own snapshot at the book's budget).")
     return text
+
+
+def grounding_at_budget(test: verdicts.Falsification, epochs: int, more: verdicts.Verdict | None = None,
+                        longer: verdicts.Falsification | None = None) -> str:
+    """The grounding test at the book's budget, introduced by what the budget check says of it:
+    when more training raised pointing (``more`` A better) and the longer run's test, its controls
+    passing, reaches another conclusion, the sentence says the budget's conclusion is reversed
+    and which one the longer run reaches; without a budget check, only that the heads are at
+    the budget."""
+    head = f"The heads at the book's budget of {epochs} periods"
+    if more is None or longer is None:
+        return f"{head}: {grounding_sentence(test)}"
+    if more.verdict == verdicts.A_BETTER and longer.controls_pass and longer.conclusion != test.conclusion:
+        return (f"{head} are still learning, and the budget check reverses what they conclude: trained longer, the same "
+                f"test, both controls passing, concludes **{longer.conclusion}** (interval "
+                f"{longer.test.interval()}). At the budget: {grounding_sentence(test)}")
+    return (f"{head} (the budget check: {more.outcome}; interval of the longer run's test "
+            f"{longer.test.interval()}): {grounding_sentence(test)}")

@@ -145,7 +145,10 @@ def _placebo(outcome: str) -> str:
                                "the tokens keep part of the phrase's content on its referent.",
             verdicts.A_BETTER: "The phrase's own box loses to the background more often than another object's box: "
                                "the tokens do not keep the phrase's content on its referent.",
-            verdicts.EQUIVALENT: "The phrase's own box does no better than another object's box: the tokens carry the "
-                                 "phrase's content without locating it on its referent.",
+            verdicts.EQUIVALENT: "The phrase's own box does no better than another object's box: read zero-shot, by "
+                                 "the phrase's text embedding, the tokens carry the phrase's content without locating "
+                                 "it on its referent. A probe trained on the same tokens can still point (chapter 0's "
+                                 "ceiling table), so this says how the text embedding reads them, not that the "
+                                 "location is lost.",
             }.get(outcome, "Whether the own box holds the phrase's content better than another object's box cannot be "
                            "told here.")

@@ -46,15 +46,19 @@ def _slot(rec: dict, t: str) -> str:
     return _verdict(rec, f"LA on {t} foils against the same slot of their own originals")
 
 
-def _all_powered(rec: dict) -> bool:
-    """Every comparison of the power check meets its target: leave-one-word-out, the informed floor,
-    the slot comparison (against the own original) and both paired scores on shape foils (against
-    CLIPScore) among them."""
-    def met(arm: str) -> list[bool]:
-        return [p["met"] for p in rec["power_check"] if p["arms"][1] == arm]
-    named = met("leave-one-word-out") + met("informed floor") + met("own original") + met("CLIPScore")
+def _under_powered(rec: dict) -> bool:
+    """Of the power check's central comparisons (not the negative control) only leave-one-word-out
+    misses the power target; the informed floor, the slot comparison (against the own original) and
+    both paired scores on shape foils (against CLIPScore) meet it."""
     central = [p for p in rec["power_check"] if not p["rule"].endswith("(negative control)")]
-    return len(met("CLIPScore")) == 2 and len(named) >= 5 and all(p["met"] for p in central)
+
+    def met(arm: str) -> list[bool]:
+        return [p["met"] for p in central if p["arms"][1] == arm]
+    weak = met("leave-one-word-out")
+    strong = met("informed floor") + met("own original") + met("CLIPScore")
+    missed = {p["arms"][1] for p in central if not p["met"]}
+    return (len(weak) >= 1 and len(met("CLIPScore")) == 2 and len(strong) >= 4 and not any(weak) and all(strong)
+            and missed == {"leave-one-word-out"})
 
 
 def _shape_slot_control_too_wide(rec: dict) -> bool:
@@ -266,7 +270,7 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"The headline negative control on the shape slot fails, so by the book's protocol the localisation test cannot "
      r"decide", lambda r: not r["controls"][0]["negative_passed"]
      and r["controls"][0]["conclusion"] == "the test cannot decide here"),
-    (r"on count foils it finds the foil in every caption, and on relation foils it scores 0\.970",
+    (r"on count foils it finds the foil in every caption, on relation foils in 0\.970 of them",
      lambda r: _floor_on(r, "count") == 1.0 and _floor_on(r, "relation") == 0.97),
     (r"the last replication, at a fresh seed, cannot tell either of them",
      lambda r: all(_replication_says(f"| ch2 | color foils ranked below their own original | {arms} vs CLIPScore |",
@@ -288,11 +292,15 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      lambda r: [(v["verdict"], round(v["difference"], 3)) for v in r["verdicts"]
                 if v["arms"] == ["CLIP4DM", "leave-one-word-out"] and v["claim"] in ("LA on all foils", "LA on shape foils")]
      == [("A better", 0.082), ("B better", -0.064)]),
-    (r"the ablation is ahead on count and relation foils \(0\.760 and 0\.131 against 0\.482 and 0\.017\)",
-     lambda r: [round(r["per_type_la"][m][t], 3) for m in ("leave-one-word-out", "CLIP4DM") for t in ("count", "relation")]
-     == [0.76, 0.131, 0.482, 0.017]),
-    (r"Every comparison the power check covers meets its power target at this size: those against leave-one-word-out, "
-     r"the informed floor, the slot comparison and the paired scores on shape foils", _all_powered),
+    (r"the ablation is ahead on colour, count and relation foils \(0\.902, 0\.760 and 0\.131 against 0\.885, 0\.482 "
+     r"and 0\.017\)",
+     lambda r: [round(r["per_type_la"][m][t], 3) for m in ("leave-one-word-out", "CLIP4DM")
+                for t in ("color", "count", "relation")] == [0.902, 0.76, 0.131, 0.885, 0.482, 0.017]),
+    (r"only the one against leave-one-word-out is under-powered at this size: its interval is a little wider than the "
+     r"power target, while those against the informed floor, the slot comparison and the paired scores on shape foils "
+     r"meet it", _under_powered),
+    (r"as against leave-one-word-out on shape foils, the side stands",
+     lambda r: _verdict_vs(r, "LA on shape foils", "leave-one-word-out") == "A better"),
     (TOY_VIT_NOTE, _toy_vit_meets_targets),
     (r"the paper's two ε are under one per cent of the size of the ε tuned for word F1",
      lambda r: max(abs(x) for x in r["paper_eps_scale"]["word F1"].values()) < 0.01),
@@ -429,12 +437,12 @@ def test_the_checks_fail_on_a_record_that_disagrees():
             v["verdict"] = "A better"
     assert not _claim("on paired accuracy no foil type")(rec)
     lo = next(p for p in rec["power_check"] if p["arms"][1] == "leave-one-word-out")
-    lo["met"] = False  # a comparison short of its power target after all
+    lo["met"] = True  # the under-powered comparison powered after all
     rec["paper_eps_scale"]["word F1"]["FOIL"] = 0.5
-    assert not _all_powered(rec) and not _claim("the paper's two ε are under one per cent")(rec)
+    assert not _under_powered(rec) and not _claim("the paper's two ε are under one per cent")(rec)
     rec = json.loads(FIXTURE.read_text())
     next(p for p in rec["power_check"] if p["arms"][1] == "CLIPScore")["met"] = False  # a paired score short of it
-    assert not _all_powered(rec)
+    assert not _under_powered(rec)
     rec = json.loads(FIXTURE.read_text())
     for v in rec["verdicts"]:
         if v["claim"] == "CLIP4DM on the shape slot of original captions":  # narrow enough to pass after all

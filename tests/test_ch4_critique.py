@@ -336,6 +336,7 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"they do not pass through the falsification's controls, which guard only the comparison with the affine sigmoid",
      lambda r: len(r["controls"]) == 3 and all(c.get("test arms", c["test"]["arms"] if isinstance(c["test"], dict) else None)
                                                 == ["softmax (paper)", "sigmoid+affine"] for c in r["controls"])),
+    (r"The ranking's share has a sign \(p against s above, averaged over the proportions, favours p\)", _p_vs_s),
     (r"Against the affine sigmoid the run cannot tell at any proportion \(-0\.009 at 10%, -0\.023 at 50%, -0\.010 at 90% known\)",
      lambda r: all(_reads(_v(r, f"softmax-trained, ranked by s, against sigmoid+affine, {p}% known"), "cannot tell", d)
                    for p, d in ((10, -0.009), (50, -0.023), (90, -0.010)))),

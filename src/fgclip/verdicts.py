@@ -227,14 +227,14 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
     scored = observed.any(axis=0)
     unit_means[scored] = np.nanmean(diff[:, scored], axis=0)
     v_unit = cluster_bootstrap_var(unit_means, cluster, n_clusters, n_resamples, rng)
-    v_seed = float(seed_means.var(ddof=1)) / n_seeds if n_seeds > 1 else 0.0
     nested = n_seeds > 1 and bool((observed.sum(axis=0) == 1).all())
-    se2, nu = (_nested_se2 if nested else _crossed_se2)(v_seed, v_unit, n_seeds, n_clusters)
-    if se2 == 0.0:
-        low = high = d
+    q = 0.5 + confidence / 2
+    if nested:
+        se, half = _nested_half(seed_means, observed.sum(axis=1), d, v_unit, n_clusters, q)
     else:
-        half = float(stats.t.ppf(0.5 + confidence / 2, nu)) * np.sqrt(se2)
-        low, high = d - half, d + half
+        v_seed = float(seed_means.var(ddof=1)) / n_seeds if n_seeds > 1 else 0.0
+        se, half = _crossed_half(v_seed, v_unit, n_seeds, n_clusters, q)
+    low, high = d - half, d + half
     sign = np.sign(d)
     agreeing = int((np.sign(seed_means) == sign).sum()) if sign != 0 else 0
     majority = agreeing * 2 > n_seeds
@@ -250,26 +250,35 @@ def compare(a, b, *, claim: str, arms: tuple[str, str], unit: str, clusters=None
                    n_clusters=n_clusters, unit=unit, cluster_unit=cluster_unit,
                    seeds_agreeing=agreeing, verdict=verdict, higher_is_better=higher_is_better,
                    seed_differences=tuple(float(m) for m in seed_means), margin=margin,
-                   standard_error=float(np.sqrt(se2)), design="nested" if nested else "crossed")
+                   standard_error=float(se), design="nested" if nested else "crossed")
 
 
-def _crossed_se2(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int) -> tuple[float, float]:
-    """Seeds that score the same units (eq-verdict-se, eq-verdict-df): se^2 = V_seed + V_unit,
-    nu by Welch-Satterthwaite; (se^2, nu)."""
+def _crossed_half(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int, q: float) -> tuple[float, float]:
+    """Seeds that score the same units (eq-verdict-se, eq-verdict-df): SE^2 = V_seed + V_unit,
+    t at Welch-Satterthwaite's nu; (SE, half-width t_{nu, q} SE)."""
     se2 = v_seed + v_unit
+    if se2 == 0.0:
+        return 0.0, 0.0
     terms = (v_seed ** 2 / (n_seeds - 1) if n_seeds > 1 else 0.0) + \
             (v_unit ** 2 / (n_clusters - 1) if n_clusters > 1 else 0.0)
-    return se2, (se2 ** 2 / terms if terms > 0 else np.inf)
+    nu = se2 ** 2 / terms if terms > 0 else np.inf
+    return float(np.sqrt(se2)), float(stats.t.ppf(q, nu) * np.sqrt(se2))
 
 
-def _nested_se2(v_seed: float, v_unit: float, n_seeds: int, n_clusters: int) -> tuple[float, float]:
-    """Each unit scored by one seed only (a fresh test draw per seed; eq-verdict-se-nested): the
-    spread of the seed means already holds the units' sampling noise, so adding V_unit would count
-    it twice. se^2 = max(V_seed, V_unit), with the degrees of freedom of the larger part (S - 1
-    or K - 1); (se^2, nu)."""
-    if v_seed >= v_unit:
-        return v_seed, float(n_seeds - 1)
-    return v_unit, float(n_clusters - 1) if n_clusters > 1 else np.inf
+def _nested_half(seed_means: np.ndarray, counts: np.ndarray, d: float, v_unit: float, n_clusters: int,
+                 q: float) -> tuple[float, float]:
+    """Each unit scored by one seed only (a fresh test draw per seed; eq-verdict-se-nested). The
+    pooled mean d = sum_s w_s m_s (w_s = n_s / N) varies with its seeds' means, which already hold
+    their units' sampling noise, so V_unit is not added to it:
+    V_seed = S / (S - 1) sum_s w_s^2 (m_s - d)^2 (var(m_s) / S for equal n_s), and the half-width
+    is the larger of the two parts' own t intervals, max(t_{S-1} sqrt(V_seed), t_{K-1} sqrt(V_unit)),
+    which does not jump where one part overtakes the other; (SE of the larger part, half-width)."""
+    s = len(seed_means)
+    w = counts / counts.sum()  # (S,) w_s
+    v_seed = float(s / (s - 1) * np.sum(w ** 2 * (seed_means - d) ** 2))
+    by_seed = float(stats.t.ppf(q, s - 1) * np.sqrt(v_seed))
+    by_unit = float(stats.t.ppf(q, n_clusters - 1) * np.sqrt(v_unit)) if n_clusters > 1 else 0.0
+    return (float(np.sqrt(v_seed)), by_seed) if by_seed >= by_unit else (float(np.sqrt(v_unit)), by_unit)
 
 
 @dataclass(frozen=True)

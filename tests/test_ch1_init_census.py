@@ -283,15 +283,24 @@ def test_table_seeds_below_get_their_arms_off_object_reading_when_it_was_read():
            "own read)" in text
 
 
-def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
+def _shifted(seed: int, arm: str):
+    """v(shift, name): a verdict of ``arm`` against ``name`` on pointing scores moved by ``shift``
+    over a common base (5 seeds, 200 phrases in 40 images), margin 0.05."""
     from fgclip import verdicts
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     base = rng.uniform(0.3, 0.7, (5, 200))
 
     def v(shift: float, name: str) -> verdicts.Verdict:
         return verdicts.compare(np.clip(base + shift + 0.01 * rng.normal(size=base.shape), 0, 1), base, claim="c",
-                                arms=("long", name), unit="phrases", clusters=np.arange(200) % 40, seed=0, margin=0.05)
+                                arms=(arm, name), unit="phrases", clusters=np.arange(200) % 40, seed=0, margin=0.05)
+    return v
+
+
+def test_budget_sentence_reads_the_longer_run_against_the_main_arm_first():
+    from fgclip import verdicts
+
+    v = _shifted(0, "long")
     test = verdicts.falsify(v(0.1, "object pointer"), v(0.15, "object pointer"), v(0.0, "saliency"))
     better = mg.budget_sentence(v(0.2, "main"), test, 18)
     assert "more training raises pointing" in better and "still learning at the book's budget of 18 periods" in better
@@ -377,12 +386,7 @@ def test_the_grounding_item_says_when_the_budget_check_reverses_it():
     conclusion; when it agrees, or without a budget check, it does not claim a reversal."""
     from fgclip import verdicts
 
-    rng = np.random.default_rng(1)
-    base = rng.uniform(0.3, 0.7, (5, 200))
-
-    def v(shift: float, name: str) -> verdicts.Verdict:
-        return verdicts.compare(np.clip(base + shift + 0.01 * rng.normal(size=base.shape), 0, 1), base, claim="c",
-                                arms=("main", name), unit="phrases", clusters=np.arange(200) % 40, seed=0, margin=0.05)
+    v = _shifted(1, "main")
     at_budget = verdicts.falsify(v(0.0, "object pointer"), v(0.1, "object pointer"), v(0.0, "saliency"))
     longer = verdicts.falsify(v(0.1, "object pointer"), v(0.15, "object pointer"), v(0.0, "saliency"))
     assert at_budget.conclusion == "equivalent within ±0.05" and longer.conclusion == "main better"

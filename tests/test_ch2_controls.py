@@ -114,3 +114,19 @@ def test_power_record_of_a_negative_control_targets_its_margin():
     assert "negative control): half-width 0.050 against a target of 0.030, not met: too wide to come out equivalent" \
         in power_clause([wide])
     assert "not met: under-powered at this size" in power_clause([{**central, "met": False}])
+
+
+def test_a_paper_eps_verdict_that_cannot_fail_is_not_counted():
+    """A use whose paper ε are all under a tenth of the tuned ε flags nearly the same words under
+    both: its verdict is shown, not counted; the clause names it. A use at scale keeps its verdict."""
+    from fgclip.studies.clip4dm.findings import informative_paper_eps, paper_eps_verdicts_clause
+    units = _units(foil_slot=True, orig_argmin=lambda i: 2)
+    f1, acc = (ccmp.la_verdict(units, "CLIP4DM", "random content word", units.foil_type.eq("color"), c, 0, 0.03)
+               for c in ("word F1 on foil captions", "F-CLIPScore (threshold) paired accuracy on foil captions"))
+    small = {"word F1": {"FOIL": 0.006, "Rich-HF": 0.001}, "threshold form": {"FOIL": 0.03, "Rich-HF": 0.006}}
+    assert informative_paper_eps([f1, acc], small) == []
+    said = paper_eps_verdicts_clause([], [f1, acc])
+    assert said.startswith("none counted as a verdict") and "LA on word F1 on foil captions" in said
+    at_scale = {**small, "threshold form": {"FOIL": 0.5, "Rich-HF": 0.1}}
+    assert informative_paper_eps([f1, acc], at_scale) == [acc]
+    assert "cannot fail at this scale: LA on word F1 on foil captions" in paper_eps_verdicts_clause([acc], [f1, acc])

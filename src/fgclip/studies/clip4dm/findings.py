@@ -87,6 +87,26 @@ def deviation_clause(eps: Epsilons, eps_types: pd.DataFrame) -> str:
             f"positive ε also flags words that raise the score")
 
 
+PAPER_EPS_USES = ("word F1", "threshold form")  # the use each of paper_epsilon_verdicts' two verdicts reads
+
+
+def informative_paper_eps(vs: Sequence[verdicts.Verdict], scale: Mapping[str, Mapping[str, float]],
+                          informative: float = 0.1) -> list[verdicts.Verdict]:
+    """The paper-ε verdicts that can fail at this scale: a use whose paper ε are all below
+    ``informative`` of the tuned ε flags nearly the same words under both, so its comparison
+    comes out equivalent by construction and is not counted as a verdict (the clause says so)."""
+    return [v for v, use in zip(vs, PAPER_EPS_USES)
+            if max(abs(x) for x in scale[use].values()) >= informative]
+
+
+def paper_eps_verdicts_clause(kept: Sequence[verdicts.Verdict], all_: Sequence[verdicts.Verdict]) -> str:
+    """The paper-ε verdicts the chapter counts, and the ones it shows but does not count."""
+    dropped = [v.claim for v in all_ if v not in kept]
+    out = clauses(kept) if kept else "none counted as a verdict"
+    return out + (f" (shown in the chapter but not counted, since they cannot fail at this scale: {'; '.join(dropped)})"
+                  if dropped else "")
+
+
 def paper_eps_clause(scale: Mapping[str, Mapping[str, float]], informative: float = 0.1) -> str:
     """Each use's ratio of the paper's ε to the one this run tuned, and whether the paper-ε
     test can fail at this scale (uninformative when every ratio is below ``informative``)."""
@@ -103,12 +123,13 @@ def paper_eps_clause(scale: Mapping[str, Mapping[str, float]], informative: floa
 
 def findings(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verdicts.Falsification],
              power: Sequence[dict], run: str, relation: str, speed: Any, eps: Epsilons,
-             eps_types: pd.DataFrame) -> dict[str, str]:
+             eps_types: pd.DataFrame, paper_eps_all: Sequence[verdicts.Verdict] = ()) -> dict[str, str]:
     """The closing box's clauses, keyed as the chapter's prose glues them (``ch2-<key>``);
     ``f_types``: each foil type's LA test read through its controls, the headline first;
     ``speed``: a :class:`~fgclip.studies.clip4dm.speed.Speed` (CLIP4DM's pairs/s over
     leave-one-word-out's, measured and allowed by FLOPs); ``eps``, ``eps_types``: the chosen ε,
-    read for the paper-ε test's scale and for any ε above zero."""
+    read for the paper-ε test's scale and for any ε above zero; ``paper_eps_all``: every paper-ε
+    verdict, of which ``v["paper-eps"]`` holds the ones counted (:func:`informative_paper_eps`)."""
     la = v["la"]
     return {
         "run": run, "random": through_controls(f_types[0]), "loo-head": reading(la[1]), "loo-all": reading(la[2]),
@@ -119,7 +140,7 @@ def findings(v: Mapping[str, Sequence[verdicts.Verdict]], f_types: Sequence[verd
         "ap-threshold": reading(v["ap"][1]), "ap-additive": reading(v["ap"][2]), "controls": f_types[0].sentence(),
         "position-controls": clauses(v["controls"][1:]), "quartiles": clauses(v["quartiles"]),
         "scale": relative_clauses(v["scale"]), "wrong-image": relative_clauses(v["wrong-image"]), "transfer": clauses(v["transfer"]),
-        "power": power_clause(power), "paper-eps": clauses(v["paper-eps"]),
+        "power": power_clause(power), "paper-eps": paper_eps_verdicts_clause(v["paper-eps"], paper_eps_all or v["paper-eps"]),
         "paper-scale": paper_eps_clause(paper_eps_scale(eps)), "deviations": deviation_clause(eps, eps_types),
         "speed": f"CLIP4DM runs {speed.measured:.2f}x the pairs/s of leave-one-word-out on the machine that built "
                  f"this page, where their FLOPs allow {speed.allowed:.2f}x"}

@@ -348,7 +348,7 @@ def test_the_scoring_verdicts_name_an_under_trained_control_and_a_silent_agreeme
     a, b = rng.normal(0.5, 0.1, (4, 16)), rng.normal(0.5, 0.1, (4, 16))
     v = compare(a, b, claim="scoring", arms=("softmax (paper)", "sigmoid+bias"), unit="categories", margin=0.02)
     test_v = {(darms.FULL_BIAS, 0.5): v, (darms.FULL_AFFINE, 0.5): v}
-    late = {"arm": darms.FULL_BIAS.name, "horizon": 16, "best epoch": 16, "converged": False}
+    late = {"arm": darms.FULL_BIAS.name, "horizon": 16, "best epoch": 16, "chosen": 12, "converged": False}
     said = dfind.control_caveat(test_v, {darms.FULL_BIAS: late})
     assert darms.FULL_BIAS.name in said and "under-trained at this budget" in said and "sigmoid+affine" in said
     assert dfind.control_caveat(test_v, {darms.FULL_BIAS: {**late, "converged": True}}) == ""

@@ -68,12 +68,12 @@ def relative_clauses(vs: Sequence[verdicts.Verdict]) -> str:
 def power_clause(power: Sequence[dict]) -> str:
     """The power checks as one clause: each comparison's half-width against its target (a
     negative control's target is its margin: wider, it could not have come out equivalent)."""
-    def short(p: dict) -> str:
+    def one(p: dict) -> str:
         null = p["rule"].endswith("(negative control)")
-        return "not met: too wide to come out equivalent at this size" if null else "not met: under-powered at this size"
-    return "; ".join(f"{p['claim']} ({p['arms'][0]} vs {p['arms'][1]}{', negative control' if p['rule'].endswith('(negative control)') else ''}): "
-                     f"half-width {p['half_width']:.3f} against a target of {p['target']:.3f}, "
-                     f"{'met' if p['met'] else short(p)}" for p in power)
+        missed = "too wide to come out equivalent at this size" if null else "under-powered at this size"
+        return (f"{p['claim']} ({p['arms'][0]} vs {p['arms'][1]}{', negative control' if null else ''}): half-width "
+                f"{p['half_width']:.3f} against a target of {p['target']:.3f}, {'met' if p['met'] else 'not met: ' + missed}")
+    return "; ".join(one(p) for p in power)
 
 
 def deviation_clause(eps: Epsilons, eps_types: pd.DataFrame) -> str:
@@ -88,15 +88,21 @@ def deviation_clause(eps: Epsilons, eps_types: pd.DataFrame) -> str:
 
 
 PAPER_EPS_USES = ("word F1", "threshold form")  # the use each of paper_epsilon_verdicts' two verdicts reads
+INFORMATIVE = 0.1  # a paper ε under this fraction of the tuned one flags nearly the words the other does
+
+
+def can_fail(ratios: Mapping[str, float], informative: float = INFORMATIVE) -> bool:
+    """Whether a use's paper-ε comparison can fail: some paper ε is at least ``informative`` of
+    the ε this run tuned for that use (:func:`~fgclip.studies.clip4dm.comparisons.paper_eps_scale`)."""
+    return max(abs(x) for x in ratios.values()) >= informative
 
 
 def informative_paper_eps(vs: Sequence[verdicts.Verdict], scale: Mapping[str, Mapping[str, float]],
-                          informative: float = 0.1) -> list[verdicts.Verdict]:
-    """The paper-ε verdicts that can fail at this scale: a use whose paper ε are all below
-    ``informative`` of the tuned ε flags nearly the same words under both, so its comparison
-    comes out equivalent by construction and is not counted as a verdict (the clause says so)."""
-    return [v for v, use in zip(vs, PAPER_EPS_USES)
-            if max(abs(x) for x in scale[use].values()) >= informative]
+                          informative: float = INFORMATIVE) -> list[verdicts.Verdict]:
+    """The paper-ε verdicts that can fail at this scale (:func:`can_fail`): a use whose paper ε
+    flag nearly the same words comes out equivalent by construction and is not counted as a
+    verdict (the clause says so)."""
+    return [v for v, use in zip(vs, PAPER_EPS_USES) if can_fail(scale[use], informative)]
 
 
 def paper_eps_verdicts_clause(kept: Sequence[verdicts.Verdict], all_: Sequence[verdicts.Verdict]) -> str:
@@ -107,16 +113,15 @@ def paper_eps_verdicts_clause(kept: Sequence[verdicts.Verdict], all_: Sequence[v
                   if dropped else "")
 
 
-def paper_eps_clause(scale: Mapping[str, Mapping[str, float]], informative: float = 0.1) -> str:
+def paper_eps_clause(scale: Mapping[str, Mapping[str, float]], informative: float = INFORMATIVE) -> str:
     """Each use's ratio of the paper's ε to the one this run tuned, and whether the paper-ε
     test can fail at this scale (uninformative when every ratio is below ``informative``)."""
     parts = []
     for use, ratios in scale.items():
         r = ", ".join(f"{name} {abs(x):.1%}" for name, x in ratios.items())
         side = " and on the other side of zero (the tuned ε is above it)" if min(ratios.values()) < 0 else ""
-        ok = max(abs(x) for x in ratios.values()) >= informative
         parts.append(f"for {use} the paper's ε are {r} of the size of the tuned ε{side}, "
-                     + ("so the test can tell them apart" if ok else "so both flag nearly the same words and the "
+                     + ("so the test can tell them apart" if can_fail(ratios, informative) else "so both flag nearly the same words and the "
                         "test is uninformative at this scale"))
     return "; ".join(parts)
 

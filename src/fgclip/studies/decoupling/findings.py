@@ -38,8 +38,7 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     out |= {
         "pointing": pointing.brief(),
         "unknown-gradients": gradient_clause(grads),
-        "scoring-rule": "; ".join(f"{rho:.0%} known: {v.brief()}" for (_, rho), v in test_v.items())
-        + control_caveat(test_v, checks),
+        "scoring-rule": per_proportion((rho, v) for (_, rho), v in test_v.items()) + control_caveat(test_v, checks),
         "same-across-proportions": same_clause(affine),
         "planted": planted_clause(planted),
         "full-zero-shot-diagnosis": zero_shot_clause(zero_shot),
@@ -57,7 +56,7 @@ def chapter_findings(summary: list, pointing: verdicts.Verdict, grads: pd.DataFr
     if ablations:
         out["ablations"] = ablation_clause(ablations)
     if by_s:
-        out["trained-by-s"] = "; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in by_s.items())
+        out["trained-by-s"] = per_proportion(by_s.items())
     if trained_grads is not None:
         out["trained-gradients"] = trained_gradient_clause(trained_grads, grads)
     return out
@@ -76,19 +75,21 @@ def budget_caveat(checks: dict, arms: tuple) -> str:
         f"at epoch {c['best epoch']}, not at its chosen {c['chosen']})" for where, c in late) + ".")
 
 
+def per_proportion(verdicts_by_rho) -> str:
+    """(ρ, Verdict) pairs as one clause: '<ρ> known: <brief>; ...'."""
+    return "; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in verdicts_by_rho)
+
+
 def control_caveat(test_v: dict, checks: dict) -> str:
-    """'' when every sigmoid control of the scoring verdicts converged by its check; otherwise a
-    sentence naming each one still improving at the budget's end: its verdicts describe that
-    control at this budget (not the scoring rule), and only the affine sigmoid's go through the
-    falsification's controls."""
-    late = [c for arm in dict.fromkeys(a for a, _ in test_v)
-            if (c := checks.get(arm)) is not None and not c["converged"]]
+    """'' when every sigmoid control of the scoring verdicts converged by its check; otherwise
+    :func:`budget_caveat`'s sentence naming each one still improving at the budget's end, and
+    what follows: its verdicts describe that control at this budget (not the scoring rule), and
+    only the affine sigmoid's go through the falsification's controls."""
+    late = budget_caveat({(arm, ""): c for arm, c in checks.items()}, tuple((a, "") for a in dict.fromkeys(a for a, _ in test_v)))
     if not late:
         return ""
-    return (". " + "; ".join(f"{c['arm']} was still improving at the budget's end (trained on to epoch {c['horizon']}, "
-                            f"best at epoch {c['best epoch']})" for c in late)
-            + ": its verdicts compare the softmax with a control under-trained at this budget, so they say nothing "
-            f"about the scoring rule, and only the verdicts against {FULL_AFFINE.scoring} are read through the "
+    return ("." + late + " Its verdicts compare the softmax with a control under-trained at this budget, so they say "
+            f"nothing about the scoring rule, and only the verdicts against {FULL_AFFINE.scoring} are read through the "
             "falsification's controls")
 
 
@@ -181,9 +182,9 @@ def zero_shot_clause(d: dict) -> str:
     (:func:`~fgclip.studies.decoupling.comparisons.full_vs_zero_shot`)."""
     st, cv = d["start"], d["convergence"]
     dec = d.get("decoupling only verdicts") or []
-    return ("; ".join(f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], d["verdicts"]))
-            + (". Decoupling only (no learned prompts) against zero-shot: " + "; ".join(
-                f"{rho:.0%} known: {v.brief()}" for rho, v in zip(d["known"], dec)) if dec else "")
+    return (per_proportion(zip(d["known"], d["verdicts"]))
+            + (". Decoupling only (no learned prompts) against zero-shot: " + per_proportion(zip(d["known"], dec))
+               if dec else "")
             + f". Untrained (no label has been seen yet), it starts at mAP {st['untrained']:.3f}, "
             f"{'below' if st['untrained'] < st['zero-shot'] else 'at or above'} zero-shot's {st['zero-shot']:.3f}; "
             f"its prompts (M = {d['context tokens']} context token(s) each) end a mean cosine distance "

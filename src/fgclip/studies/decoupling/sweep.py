@@ -96,12 +96,11 @@ def convergence_check(trainer: Trainer, arm: Arm, sel: Selection, runs: MemberRu
         raise RuntimeError(f"convergence check of {arm.name}: the restored runs depart from the grid's last "
                            f"validation point by {deviation:.4f}")
     mean = np.concatenate([runs.curves[which], more.curves], axis=1).mean(axis=0)
-    stop = stop_epoch(mean, sel.patience) if sel.rule == "early-stop" else len(mean)  # the selection's own rule
-    best = int(np.argmax(mean[:stop])) + 1  # ties: the earlier epoch
+    early = sel.rule == "early-stop"  # the selection's own rule
+    best = int(np.argmax(mean[:stop_epoch(mean, sel.patience) if early else len(mean)])) + 1  # ties: the earlier epoch
     return {"arm": arm.name, "lr": sel.lr, "chosen": sel.epochs, "budget": sel.budget, "horizon": sel.budget + extra,
             "best epoch": best, "converged": best <= sel.epochs, "mean curve": mean.tolist(),
-            "rerun deviation": deviation,
-            "rule": f"early stop, patience {sel.patience}" if sel.rule == "early-stop" else "best over the horizon"}
+            "rerun deviation": deviation, "rule": f"early stop, patience {sel.patience}" if early else "best over the horizon"}
 
 
 def run_sweep(trainer: Trainer, targets: dict, fit_idx: np.ndarray, val_idx: np.ndarray,

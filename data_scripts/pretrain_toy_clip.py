@@ -61,6 +61,8 @@ def parse_args(argv: list[str]) -> PretrainConfig:
     p.add_argument("--teacher", default=None,
                    help="a trained toy checkpoint: its text tower is copied and locked, its image embeddings distilled")
     p.add_argument("--distill-weight", type=float, default=d.distill_weight)
+    p.add_argument("--init", default=None,
+                   help="a finished toy checkpoint to continue from (its weights; new optimizer and schedule)")
     p.add_argument("--world", default="{}", help='ToyWorldConfig overrides as JSON, e.g. {"center_bias": 0.5}')
     a = p.parse_args(argv)
     world = json.loads(a.world)
@@ -75,7 +77,7 @@ def parse_args(argv: list[str]) -> PretrainConfig:
         full_caption_weight=a.full_caption_weight, false_negatives=a.false_negatives,
         cache_dir=None if a.cache_dir == "none" else a.cache_dir,
         eval_every_epoch=a.eval_every_epoch, threads=a.threads, data_workers=a.data_workers,
-        channels_last=a.channels_last, teacher=a.teacher, distill_weight=a.distill_weight, world=world)
+        channels_last=a.channels_last, teacher=a.teacher, distill_weight=a.distill_weight, init=a.init, world=world)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -88,7 +88,7 @@ from fgclip.studies.stage_oracle import ORACLE_NAME, load_oracle, oracle_path
 from fgclip.toyworld import ToyWorldConfig, category_split, generate, open_vocabulary
 from fgclip.toyworld.cache import toy_export
 from fgclip.toyworld.export import export_coco, load_toyworld_meta
-from fgclip.train.pretrain import STAGE_EVAL
+from fgclip.train.pretrain import STAGE_EVAL, lineage, lineage_history
 from fgclip.train.selection import SelectionGrid
 from fgclip.viz import center_density, plot_history, set_style, show_scenes
 from fgclip.viz.selection import plot_selection_curves
@@ -305,7 +305,9 @@ if is_toy:
 
 # %% [markdown]
 # How the toy CLIPs got there: each checkpoint stores the exact command of the run that made
-# it and its training curve (loss per step, held-out validation scores per epoch).
+# it and its training curve (loss per step, held-out validation scores per epoch); a
+# checkpoint continued from another (`--init`) stores its parent's too, and the curve shows
+# both runs end to end ({func}`fgclip.train.pretrain.lineage_history`).
 #
 # **A deviation from CLIP's recipe.** `toy-rn` is a CLIP trained from scratch, contrastively,
 # on toy scenes. The committed `toy-vit` is not: its command names `--teacher`, so its text
@@ -329,7 +331,9 @@ if is_toy:
 for label, clip in (stage_clips.items() if is_toy else [(trained_label, trained)]):
     if clip.checkpoint_info is not None:
         print(f"{label} made by:", " ".join(map(shown, clip.checkpoint_info["command"].split())))
-        fig = plot_history(clip.checkpoint_info["history"])
+        for parent in lineage(clip.checkpoint_info):  # the runs it continued, newest first
+            print(f"  continuing {parent['checkpoint']} ({parent['steps']} steps), made by:", " ".join(map(shown, parent["command"].split())))
+        fig = plot_history(*lineage_history(clip.checkpoint_info))  # dashed: where a continuation began
 
 # %% [markdown]
 # ## What we found

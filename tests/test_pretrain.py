@@ -143,3 +143,30 @@ def test_cli_switches_each_piece_of_the_fast_path():
     ref = mod.parse_args(["--precision", "fp32", "--attention", "sdpa", "--no-keep-freed-memory"])
     assert (ref.precision, ref.attention, ref.keep_freed_memory) == ("fp32", "sdpa", False)
     assert mod.parse_args(["--compile"]).compile is True
+
+
+def test_continuation_starts_from_the_parent_and_records_its_lineage(tmp_path):
+    from fgclip.train.pretrain import lineage, lineage_history
+    args = SMALL + ["--epochs", "1", "--ckpt-every", "4", "--eval-every-epoch"]
+    _run(args + ["--out-dir", str(tmp_path / "a")])
+    parent = load_checkpoint(tmp_path / "a" / "toy-vit.pt")
+    # lr 0 throughout: the continued model must be its parent's weights exactly (fp16 both ways)
+    _run(args + ["--out-dir", str(tmp_path / "b"), "--init", str(tmp_path / "a" / "toy-vit.pt"), "--lr", "0"])
+    child = load_checkpoint(tmp_path / "b" / "toy-vit.pt")
+    for k, v in parent["state_dict"].items():
+        torch.testing.assert_close(child["state_dict"][k], v, msg=k)
+    record = child["parent"]
+    assert record["checkpoint"].endswith("toy-vit.pt") and "pretrain_toy_clip.py" in record["command"]
+    assert record["steps"] == 4 and record["test_metrics"] == parent["test_metrics"]
+    assert [p["checkpoint"] for p in lineage(child)] == [record["checkpoint"]] and lineage(parent) == []
+    history, starts = lineage_history(child)
+    assert starts == [4]
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [h["epoch"] for h in history if "epoch" in h] == [1, 2]
+    assert parent["parent"] is None
+    # what an lr-0 run without --init would ship: the seeded initialisation, not the parent
+    from fgclip.models import create_clip
+    from fgclip.seeding import seed_everything
+    seed_everything(0)
+    fresh = create_clip("toy-vit", pretrained=None).model.state_dict()
+    assert any(not torch.equal(fresh[k].half(), v) for k, v in parent["state_dict"].items() if v.is_floating_point())

@@ -104,6 +104,7 @@ class PretrainConfig:
     channels_last: bool = True  # conv image towers (ResNet) in channels-last memory format (faster CPU convolutions)
     teacher: str | None = None  # a toy checkpoint: its text tower locked, its image embeddings distilled (train/teacher.py)
     distill_weight: float = 1.0  # w of the distillation term, with a teacher
+    init: str | None = None  # a toy checkpoint whose weights start this run (a continuation: new optimizer, warmup and cosine)
     world: dict = field(default_factory=dict)  # ToyWorldConfig overrides
 
     def __post_init__(self) -> None:
@@ -154,16 +155,52 @@ def _state(model, optimizer, cfg, global_step, history, chosen: dict | None = No
 
 
 
+def continue_from(model: torch.nn.Module, path: str | Path) -> dict:
+    """Load a finished toy checkpoint's weights into ``model`` to continue its training; returns
+    what the new checkpoint records of its parent (path, command, steps, precision, test metrics)."""
+    parent = load_checkpoint(path)
+    weights = {k: v.float() if v.is_floating_point() else v for k, v in parent["state_dict"].items()}
+    model.load_state_dict(weights)
+    return {"checkpoint": str(path), "command": parent.get("command", ""), "steps": parent.get("global_step"),
+            "precision": parent.get("precision", {}).get("chosen"), "test_metrics": parent.get("test_metrics", {}),
+            "history": parent.get("history", []), "parent": parent.get("parent")}
+
+
+def lineage(info: dict) -> list[dict]:
+    """The ``parent`` records of a checkpoint (its blob or a ``parent`` record), newest first:
+    the runs it continued, each with its checkpoint path, command and steps."""
+    parents = []
+    while (info := info.get("parent")):
+        parents.append(info)
+    return parents
+
+
+def lineage_history(info: dict) -> tuple[list[dict], list[int]]:
+    """The training history of a checkpoint (``info``: its blob, or a ``parent`` record) after
+    those of the runs it continued, one run after another: each run's steps (and epochs) offset
+    by the runs before it. Returns (history, the global step at which each continuation began)."""
+    parent = info.get("parent")
+    if not parent:
+        return list(info.get("history", [])), []
+    before, starts = lineage_history(parent)
+    step0 = max((h["step"] for h in before), default=0)
+    epoch0 = max((h["epoch"] for h in before if "epoch" in h), default=0)
+    mine = [{**h, "step": h["step"] + step0, **({"epoch": h["epoch"] + epoch0} if "epoch" in h else {})}
+            for h in info.get("history", [])]
+    return before + mine, starts + [step0]
+
+
 def export_fp16(state: dict, metrics: dict, command: str, path: str | Path,
-                test_metrics: dict | None = None) -> Path:
+                test_metrics: dict | None = None, parent: dict | None = None) -> Path:
     """The shippable checkpoint: fp16 weights, the config and command that made them, the
-    validation metrics and those on ``STAGE_EVAL`` (``test_metrics``)."""
+    validation metrics and those on ``STAGE_EVAL`` (``test_metrics``), and for a continued run
+    its ``parent`` (``continue_from``)."""
     blob = {"model_name": state["model_name"],
             "state_dict": {k: v.half() if v.is_floating_point() else v
                            for k, v in state["state_dict"].items()},
             "config": state["config"], "metrics": metrics, "test_metrics": test_metrics or {}, "command": command,
             "history": state["history"], "precision": state.get("precision", {}),
-            "global_step": state["global_step"]}
+            "global_step": state["global_step"], "parent": parent}
     return save_atomic(blob, path)
 
 
@@ -193,6 +230,7 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
         lock_text_tower(model, load_checkpoint(cfg.teacher)["state_dict"])
         teacher_f = teacher_embeddings(cfg.teacher, train_data.images, str(device), cfg.cache_dir,
                                        f"{cfg.seed}/{cfg.n_train}/{json.dumps(world.to_dict(), sort_keys=True)}")
+    parent = continue_from(model, cfg.init) if cfg.init is not None else None
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay, device)  # trainable parameters only
     global_step, history = 0, []
     if (out / "last.pt").is_file():
@@ -260,8 +298,9 @@ def train(cfg: PretrainConfig, command: str = "") -> dict:
     if info.is_main and global_step == total:
         metrics = _final_metrics(clip, world, cfg, chosen["chosen"])
         state = _state(model, optimizer, cfg, global_step, history, chosen)
-        export_fp16(state, metrics["val"], command, out / f"{cfg.model}.pt", test_metrics=metrics["test"])
-        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        export_fp16(state, metrics["val"], command, out / f"{cfg.model}.pt", test_metrics=metrics["test"],
+                    parent=parent)
+        (out / "metrics.json").write_text(json.dumps({**metrics, "continued_from": parent}, indent=2))
         result["metrics"] = metrics["val"]
     shutdown(info)
     return result

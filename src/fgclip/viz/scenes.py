@@ -43,13 +43,16 @@ def center_density(scenes_by_bias: dict[float, list[Scene]], image_size: int) ->
     return fig
 
 
-def plot_history(history: list[dict]) -> plt.Figure:
-    """Training loss per step and held-out R@1 per epoch from a pretraining history."""
+def plot_history(history: list[dict], restarts: list[int] = ()) -> plt.Figure:
+    """Training loss per step and held-out R@1 per epoch from a pretraining history; a dashed
+    line at each step in ``restarts`` (where a continued run began: a new warmup and cosine)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(COLUMN_WIDTH, COLUMN_WIDTH * 0.38))
     steps = [h for h in history if "loss" in h]
     evals = [h for h in history if "i2t_R@1" in h]
     a.plot([h["step"] for h in steps], [h["loss"] for h in steps])
     a.set_xlabel("step"), a.set_ylabel("contrastive loss")
+    for step in restarts:
+        a.axvline(step, color="0.5", linestyle="--", linewidth=0.8)
     for key, label in (("i2t_R@1", "image→text R@1"), ("t2i_R@1", "text→image R@1"),
                        ("zero_shot_shape_acc", "zero-shot shape acc.")):
         b.plot([h["epoch"] for h in evals], [h[key] for h in evals], marker="o", label=label)

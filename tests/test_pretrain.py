@@ -170,3 +170,11 @@ def test_continuation_starts_from_the_parent_and_records_its_lineage(tmp_path):
     seed_everything(0)
     fresh = create_clip("toy-vit", pretrained=None).model.state_dict()
     assert any(not torch.equal(fresh[k].half(), v) for k, v in parent["state_dict"].items() if v.is_floating_point())
+
+
+def test_continuing_from_another_architecture_names_the_file():
+    from fgclip.models import create_clip
+    from fgclip.train.pretrain import continue_from
+    path = ROOT / "checkpoints" / "toy-rn.pt"
+    with pytest.raises(ValueError, match=r"--init .*toy-rn\.pt: a 'toy-rn' checkpoint whose weights do not fit"):
+        continue_from(create_clip("toy-vit", pretrained=None).model, path)

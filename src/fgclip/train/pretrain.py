@@ -159,8 +159,11 @@ def continue_from(model: torch.nn.Module, path: str | Path) -> dict:
     """Load a finished toy checkpoint's weights into ``model`` to continue its training; returns
     what the new checkpoint records of its parent (path, command, steps, precision, test metrics)."""
     parent = load_checkpoint(path)
-    weights = {k: v.float() if v.is_floating_point() else v for k, v in parent["state_dict"].items()}
-    model.load_state_dict(weights)
+    try:
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in parent["state_dict"].items()})
+    except (KeyError, RuntimeError) as e:  # another architecture: say which file, not only which tensors
+        raise ValueError(f"--init {path}: a {parent.get('model_name', 'checkpoint')!r} checkpoint whose weights do not "
+                         f"fit this model ({str(e).splitlines()[0]})") from e
     return {"checkpoint": str(path), "command": parent.get("command", ""), "steps": parent.get("global_step"),
             "precision": parent.get("precision", {}).get("chosen"), "test_metrics": parent.get("test_metrics", {}),
             "history": parent.get("history", []), "parent": parent.get("parent")}

@@ -180,17 +180,18 @@ def lineage(info: dict) -> list[dict]:
 
 def lineage_history(info: dict) -> tuple[list[dict], list[int]]:
     """The training history of a checkpoint (``info``: its blob, or a ``parent`` record) after
-    those of the runs it continued, one run after another: each run's steps (and epochs) offset
-    by the runs before it. Returns (history, the global step at which each continuation began)."""
-    parent = info.get("parent")
-    if not parent:
-        return list(info.get("history", [])), []
-    before, starts = lineage_history(parent)
-    step0 = max((h["step"] for h in before), default=0)
-    epoch0 = max((h["epoch"] for h in before if "epoch" in h), default=0)
-    mine = [{**h, "step": h["step"] + step0, **({"epoch": h["epoch"] + epoch0} if "epoch" in h else {})}
-            for h in info.get("history", [])]
-    return before + mine, starts + [step0]
+    those of the runs it continued (:func:`lineage`), one run after another: each run's steps
+    (and epochs) offset by the runs before it. Returns (history, the global step at which each
+    continuation began)."""
+    history: list[dict] = []
+    starts: list[int] = []
+    for run in [*reversed(lineage(info)), info]:  # oldest first
+        step0 = max((h["step"] for h in history), default=0)
+        epoch0 = max((h["epoch"] for h in history if "epoch" in h), default=0)
+        starts += [step0] if history else []
+        history += [{**h, "step": h["step"] + step0, **({"epoch": h["epoch"] + epoch0} if "epoch" in h else {})}
+                    for h in run.get("history", [])]
+    return history, starts
 
 
 def export_fp16(state: dict, metrics: dict, command: str, path: str | Path,

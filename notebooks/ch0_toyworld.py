@@ -309,11 +309,15 @@ if is_toy:
 # checkpoint continued from another (`--init`) stores its parent's too, and the curve shows
 # both runs end to end ({func}`fgclip.train.pretrain.lineage_history`).
 #
+# `toy-rn` was trained in two runs: five epochs from scratch, then two more epochs of the same
+# scenes continued from that checkpoint with a new warmup and cosine (its first run had missed
+# the mAP target with its validation mAP still rising); its lineage below prints both commands.
+#
 # **A deviation from CLIP's recipe.** `toy-rn` is a CLIP trained from scratch, contrastively,
 # on toy scenes. The committed `toy-vit` is not: its command names `--teacher`, so its text
-# tower *is* `toy-rn`'s, copied and frozen, and its ViT image tower was trained with the
-# contrastive loss plus a pull towards `toy-rn`'s image embedding of the same scene
-# ({mod}`fgclip.train.teacher`). On the 2-core CPU a ViT trained from scratch stays far
+# tower *is* the five-epoch `toy-rn`'s (its first run), copied and frozen, and its ViT image
+# tower was trained with the contrastive loss plus a pull towards that model's image embedding
+# of the same scene ({mod}`fgclip.train.teacher`). On the 2-core CPU a ViT trained from scratch stays far
 # below the targets (the GPU sweep in `benchmarks/results/pretrain_sweep_vit.json`: shape
 # accuracy about 0.75 after 800k samples), while the ResNet meets its shape and R@1 targets
 # from scratch (the target table above says where it stands on the rest). The distillation (one cosine schedule over 14 epochs of 80,000
@@ -324,8 +328,9 @@ if is_toy:
 # global (the image embedding names the scene's objects); whether its patch tokens point is
 # another question, which the ceiling table's zero-shot pointing column answers beside
 # `toy-rn`'s layer-4 map. Chapters 1 and 2 read `toy-vit`'s patch tokens and attention, which
-# is what they need a ViT for. What the two toy CLIPs share (one text tower) is a property of
-# this stage, not of real CLIPs.
+# is what they need a ViT for. What the two toy CLIPs share (one text tower, as it stood after
+# `toy-rn`'s first run; its second run trained `toy-rn`'s copy further) is a property of this
+# stage, not of real CLIPs.
 
 # %%
 for label, clip in (stage_clips.items() if is_toy else [(trained_label, trained)]):

@@ -470,14 +470,15 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 # with side A over the same folds. Nothing differs between the sides but the seeds (the
 # selection's included, so the small advantage the selection gives the very seeds it was
 # chosen on is on both sides), and it must come out *equivalent* within the margin; a
-# "cannot tell" does not count. Where its interval comes out wider than the margin, as it
-# can at the CPU default of two seeds a side, it could not have passed whatever the arms did,
-# and the falsification says so and that the test cannot decide at this size; the A/A still
+# "cannot tell" does not count, and a side found better means the seeds alone moved the
+# protocol. Where it cannot tell and its interval comes out wider than the margin, as it can
+# at the CPU default of two seeds a side, it could not have passed whatever the arms did, and
+# the falsification says so and that the test cannot decide at this size. Whatever it says, the A/A
 # gives the size of the shift a change of seeds alone makes, printed against the controls' and
 # the test's differences, with a lower bound on the seeds a side it would need (a bound, not
 # a promise: the two sides' choices of schedule do not average out, and the folds keep their
 # share of the interval's width; the critique shows three A/As run outside the book at twenty
-# seeds a side, none of which came out equivalent). When either
+# seeds a side on the previous, five-epoch toy-rn, none of which came out equivalent). When either
 # control misbehaves, the test cannot decide here. The power check below asks whether the
 # half-width of the test's interval is at most half the larger of its difference and the
 # margin (for the A/A, which passes only as equivalent, at most the margin itself); it is

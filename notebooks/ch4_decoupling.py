@@ -414,9 +414,9 @@ display(ddata.known_positive_table(labels[train_split], {sd: masks[sd] for sd in
 # learning rates `lrs`, the same budget of `epochs` epochs, the same `selection_seeds`
 # seeds, all at the middle proportion; the learning rate and the epoch with the best mean
 # validation mAP before an early stop (eq-selection-stop) are chosen, and every seed and proportion is then trained at that choice.
-# The budget is the same for every arm and large enough for the slower learners among them
-# (a calibrated sigmoid can need more epochs than the softmax) within the chapter's time;
-# the convergence check below says, arm by arm, whether it was.
+# The budget is the same for every arm and meant to be large enough for the slower learners
+# among them (a calibrated sigmoid can need more epochs than the softmax) within the chapter's
+# time; the convergence check below says, arm by arm, whether it was.
 # The grid's own runs at the chosen learning rate are read at the chosen epoch (the state
 # after epoch $e$ is what training $e$ epochs gives) and count as the first evaluation
 # seeds. An arm chosen within `check_epochs` epochs of the budget's end may have run out of
@@ -448,8 +448,8 @@ fig = mlviz.plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean o
 
 # %% [markdown]
 # How to read the table. The paper's numbers (average mAP 81.7 on COCO, 78.3 at 10% known)
-# come from a ResNet-101 CLIP trained on 400M image-text pairs; ours from a 10M-parameter
-# toy CLIP trained on 40k toy captions, so only comparisons *within* the table mean
+# come from a ResNet-101 CLIP trained on 400M image-text pairs; ours from a 12M-parameter
+# toy CLIP trained on 80,000 toy scenes and their captions, so only comparisons *within* the table mean
 # anything. Each cell is mean ± standard deviation over the seeds. The decoupled variants
 # can only be as good as the dense features they pool: the toy CLIP was trained
 # contrastively through its pooled embedding alone, and nothing asked its per-position
@@ -461,7 +461,7 @@ fig = mlviz.plot_map_vs_proportion(mean_p, title=f"{root.name}, mAP on p, mean o
 # %% [markdown]
 # ## Where training at each proportion takes the full model
 #
-# Whether the full model beats its zero-shot start can depend on how many labels are known
+# Whether the full model beats the zero-shot baseline can depend on how many labels are known
 # (the verdicts at the end say, proportion by proportion), and every proportion is trained
 # at the lr and epochs chosen at the middle one. To see where training goes, without
 # choosing anything on the test split, the full model's two selection seeds are trained at
@@ -652,8 +652,10 @@ assert np.allclose([beta["sigmoid+bias"], beta["sigmoid+affine"]], [np.log(1 / 3
 # between-seed half-width is at most half the margin, so that a true null lands inside it. The
 # default pilot, 0.024, is the largest spread earlier builds measured (they ran four, then ten
 # seeds a side; at ten, the A/A passed or failed with how the seeds were split), and gives 25
-# seeds a side. The A/A thus vouches for the verdicts at a larger size than the four seeds of
-# the comparisons it guards; how sharp those are is the power check's subject. The box below
+# seeds a side. Those builds ran on the previous `toy-rn`, the five-epoch model that the
+# book's current one continues for two more epochs, so the pilot comes from another stage
+# model than the one this run uses. The A/A thus vouches for the verdicts at a larger size
+# than the four seeds of the comparisons it guards; how sharp those are is the power check's subject. The box below
 # states the spread this run measured and the half-width it implies at four seeds. The
 # *power check* asks whether the central comparison (softmax against
 # sigmoid+affine at the middle proportion) is sharp enough: its interval's half-width

@@ -43,8 +43,10 @@ def DERIVED(rec: dict) -> dict:
     curve, best = arms["full, sigmoid+affine"]["check"]["mean curve"], arms["full (paper, softmax)"]["selection"]["score"]
     return {"t at the comparisons' seeds": _t975(n - 1), "A/A seed-difference sd": sd,
             "A/A half-width at the comparisons' seeds": _t975(n - 1) * sd / n ** 0.5,
-            "planted sigmoid passes the softmax's best at epoch": next((e for e, v in enumerate(curve, 1) if v > best), 0),
-            "planted sigmoid's lead at the check's end": curve[-1] - best, "1/C": 1 / len(rec["categories"]),
+            "planted sigmoid at the check's end minus the softmax's chosen": curve[-1] - best,
+            "1/C": 1 / len(rec["categories"]),
+            **{f"full model passes zero-shot on validation, {rho:.0%} known, at epoch": _passes_from(rec, rho)
+               for rho in (0.5, 0.9)},
             **{f"history {k} {f}": v for k, h in HISTORY.items() if isinstance(h, dict) for f, v in h.items()
                if isinstance(v, (int, float))}}
 
@@ -73,6 +75,10 @@ def _avg(rec: dict, arm_b: str) -> dict:
     return _v(rec, "average over 3 proportions, mAP on p", arm_b)
 
 
+def _zs(rec: dict, pct: int) -> dict:
+    return _v(rec, f"full model vs zero-shot, {pct}% known")
+
+
 def _reads(v: dict, verdict: str, *numbers: float) -> bool:
     """The verdict is ``verdict`` and prints as ``numbers`` (difference, then the interval), to
     one unit of the printed last digit: fp32 kernels differ between CPUs (AVX2, AVX-512) in the
@@ -92,6 +98,21 @@ def _gpu_full() -> dict:
     return yaml.safe_load((ROOT / "notebooks" / "params" / "ch4" / "gpu-full.yaml").read_text())
 
 
+def _stage_model() -> dict:
+    """The committed stage model's record, checkpoints/toy-rn.metrics.json."""
+    return json.loads((ROOT / "checkpoints" / "toy-rn.metrics.json").read_text())
+
+
+def _continued_toy_rn(rec: dict) -> bool:
+    """The record is of toy-rn, and the committed toy-rn is the five-epoch one continued for two
+    more epochs, with a higher held-out zero-shot multi-label mAP than its parent's."""
+    m = _stage_model()
+    parent = m.get("continued_from") or {}
+    return (rec["model"] == "toy-rn" and "--init checkpoints/toy-rn.pt" in m["command"] and "--epochs 2 " in m["command"]
+            and "--epochs 5 " in parent.get("command", "")
+            and m["test"]["zero_shot_multilabel_mAP"] > parent["test"]["zero_shot_multilabel_mAP"])
+
+
 def _row_named(rec: dict, name: str) -> dict:
     (r,) = [r for r in rec["selection_table"] if r["hyperparameter"] == name]
     return r
@@ -106,9 +127,16 @@ def _pct(x: float) -> int:
     return round(100 * x)
 
 
-def _planted_affine_improving(rec: dict) -> bool:
-    c = rec["planted_control"]["arms"]["full, sigmoid+affine"]["check"]
-    return not c["converged"] and c["best epoch"] == c["horizon"] > c["budget"]
+def _planted_check(rec: dict, arm: str) -> dict:
+    return rec["planted_control"]["arms"][arm]["check"]
+
+
+def _planted_both_improving(rec: dict) -> bool:
+    """Both planted arms were chosen at the budget's end and were still improving when trained on:
+    the softmax best at epoch 13, the affine sigmoid at the check's last epoch, 16."""
+    s, a = _planted_check(rec, "full (paper, softmax)"), _planted_check(rec, "full, sigmoid+affine")
+    return (all(not c["converged"] and c["chosen"] == c["budget"] == 12 and c["horizon"] == 16 for c in (s, a))
+            and s["best epoch"] == 13 and a["best epoch"] == a["horizon"])
 
 
 def _grid_seeds(rec: dict) -> bool:
@@ -121,21 +149,28 @@ def _grid_seeds(rec: dict) -> bool:
             and all(a["selection"]["seeds"] == two for a in rec["planted_control"]["arms"].values()))
 
 
-def _central_converged(rec: dict) -> bool:
-    rows = [_row(rec, "full (paper, softmax)"), _row(rec, "full, sigmoid+affine")]
-    return (all(r["converged"].startswith("yes") for r in rows) and all("epochs 1..12" in r["candidates"] for r in rows)
-            and rec["full_vs_zero_shot"]["convergence"]["budget"] == 12)
+def _affine_under_trained(rec: dict) -> bool:
+    """The central comparison's affine sigmoid was chosen at the 12-epoch budget's last epoch and,
+    trained on to 16, is best at epoch 14 (not converged), while the softmax converged at 7."""
+    c, soft = _check(rec, "full, sigmoid+affine"), _row(rec, "full (paper, softmax)")
+    return (c["chosen"] == c["budget"] == 12 and c["horizon"] == 16 and c["best epoch"] == 14 and not c["converged"]
+            and _row(rec, "full, sigmoid+affine")["converged"].startswith("NO") and c["rule"] == "early stop, patience 3"
+            and "7 epochs" in soft["chosen"] and soft["converged"].startswith("yes")
+            and "epochs 1..12" in soft["candidates"] and rec["full_vs_zero_shot"]["convergence"]["budget"] == 12)
 
 
-def _affine_choice(rec: dict) -> bool:
-    c = _check(rec, "full, sigmoid+affine")
-    return ("8 epochs" in _row(rec, "full (paper, softmax)")["chosen"] and rec["full_vs_zero_shot"]["convergence"]["epochs"] == 8
-            and c["converged"] and c["chosen"] == c["best epoch"] == 12 and c["horizon"] == 16)
+def _affine_below_softmax_on_validation(rec: dict) -> bool:
+    """Trained on, the affine sigmoid's best mean validation mAP (0.842) stays under the softmax's
+    at its chosen epoch (0.853), the same seeds, proportion and learning rate."""
+    c, conv = _check(rec, "full, sigmoid+affine"), rec["full_vs_zero_shot"]["convergence"]
+    best = max(c["mean curve"])
+    return ([round(best, 3), round(conv["val chosen epoch"], 3)] == [0.842, 0.853] and best < conv["val chosen epoch"]
+            and c["lr"] == conv["lr"] and conv["epochs"] == 7 and _affine_under_trained(rec))
 
 
 def _bias_improving(rec: dict) -> bool:
     c = _check(rec, "full, sigmoid+bias")
-    return not c["converged"] and c["best epoch"] == c["horizon"] == 16 > c["budget"]
+    return not c["converged"] and c["best epoch"] == 14 and c["horizon"] == 16 and c["chosen"] == c["budget"] == 12
 
 
 def _pairs(rec: dict) -> bool:
@@ -151,14 +186,14 @@ def _unknown_zero(rec: dict) -> bool:
 
 def _aa_spread(rec: dict) -> bool:
     d = DERIVED(rec)
-    return (round(d["A/A seed-difference sd"], 3) == 0.017 and round(d["A/A half-width at the comparisons' seeds"], 3)
-            == 0.027 > rec["margin"] and len(rec["seeds"]) == 4)
+    return (round(d["A/A seed-difference sd"], 3) == 0.015 and round(d["A/A half-width at the comparisons' seeds"], 3)
+            == 0.024 and d["A/A half-width at the comparisons' seeds"] > rec["margin"] and len(rec["seeds"]) == 4)
 
 
 def _aa_passed(rec: dict) -> bool:
     aa = rec["a_a_control"]
     return (all(c["negative_passed"] for c in rec["controls"]) and aa["n_seeds"] == 25
-            and _reads(aa, "equivalent", -0.000, -0.009, 0.008) and aa["margin"] == rec["margin"])
+            and _reads(aa, "equivalent", 0.000, -0.007, 0.007) and aa["margin"] == rec["margin"])
 
 
 def _aa_rule(rec: dict) -> bool:
@@ -168,16 +203,26 @@ def _aa_rule(rec: dict) -> bool:
             and len(rec["a_a_seed_mAP"]) == 50)
 
 
+def _planted_wrong_side(rec: dict) -> bool:
+    """The planted verdict names the softmax better, the side opposite to the prediction, with
+    every seed agreeing."""
+    v = rec["planted_control"]["verdict"]
+    return (_reads(v, "A better", 0.028, 0.006, 0.050) and v["arms"] == [SOFTMAX, AFFINE]
+            and [round(v[k], 3) for k in ("mean_a", "mean_b")] == [0.686, 0.658]
+            and {c["effect"] for c in rec["controls"]} == {"B better"}
+            and not any(c["positive_passed"] for c in rec["controls"]))
+
+
 def _planted_budget(rec: dict) -> bool:
-    """The planted affine sigmoid, chosen at the budget's end, passes the softmax's best validation
-    mAP at epoch 15 of its convergence check and is higher still at 16."""
+    """At the end of its convergence check (epoch 16) the planted affine sigmoid's mean validation
+    mAP, still rising, is under the planted softmax's at its chosen epoch."""
     arms = rec["planted_control"]["arms"]
     soft, aff = arms["full (paper, softmax)"], arms["full, sigmoid+affine"]
     curve, best = aff["check"]["mean curve"], soft["selection"]["score"]
-    first = next((e for e, v in enumerate(curve, 1) if v > best), None)
-    return (aff["selection"]["epochs"] == aff["selection"]["budget"] == 12 and first == 15 and len(curve) == 16
-            and [round(curve[-1], 3), round(best, 3)] == [0.726, 0.718] and curve[-1] > curve[-2]
-            and _planted_affine_improving(rec))
+    gap = DERIVED(rec)["planted sigmoid at the check's end minus the softmax's chosen"]
+    return (soft["selection"]["epochs"] == aff["selection"]["epochs"] == aff["selection"]["budget"] == 12
+            and len(curve) == 16 and [round(curve[-1], 3), round(best, 3), round(gap, 3)] == [0.741, 0.751, -0.010]
+            and curve[-1] > curve[-2] and _planted_both_improving(rec))
 
 
 def _ablation(rec: dict, arm: str, pct: int) -> dict:
@@ -185,24 +230,35 @@ def _ablation(rec: dict, arm: str, pct: int) -> dict:
     return v
 
 
+def _halves(rec: dict) -> bool:
+    return (_reads(_avg(rec, "prompts only"), "B better", -0.026, -0.047, -0.005)
+            and _reads(_avg(rec, "decoupling only"), "B better", -0.034, -0.051, -0.018))
+
+
 def _decoupling_at_10(rec: dict) -> bool:
-    return (_reads(_avg(rec, "decoupling only"), "B better", -0.037, -0.060, -0.015)
-            and _reads(_ablation(rec, "decoupling only", 10), "B better", -0.110, -0.162, -0.058)
-            and _reads(_ablation(rec, "decoupling only", 50), "cannot tell", -0.009)
-            and _reads(_ablation(rec, "decoupling only", 90), "cannot tell", 0.007))
+    """The full model against decoupling only: better for decoupling only at 10% known, not
+    resolved at 50%, equivalent at 90%; most of the average's deficit is the 10% part."""
+    d = [_ablation(rec, "decoupling only", p)["difference"] for p in (10, 50, 90)]
+    return (_reads(_ablation(rec, "decoupling only", 10), "B better", -0.087, -0.114, -0.059)
+            and _reads(_ablation(rec, "decoupling only", 50), "cannot tell", -0.015)
+            and _reads(_ablation(rec, "decoupling only", 90), "equivalent", -0.001)
+            and abs(d[0]) > abs(d[1]) + abs(d[2]) and _avg(rec, "decoupling only")["verdict"] == "B better")
 
 
 def _prompts_as_zero_shot(rec: dict) -> bool:
-    zs = {p: _v(rec, f"full model vs zero-shot, {p}% known")["mean_b"] for p in (10, 50, 90)}
+    """Prompts only stays within half a point of zero-shot at every proportion, so the full model's
+    verdicts against it are those against zero-shot; its lr is the grid's smallest, 4 of 12 epochs."""
+    zs = {p: _zs(rec, p) for p in (10, 50, 90)}
     row = _row(rec, "prompts only")
-    return (all(abs(_ablation(rec, "prompts only", p)["mean_b"] - zs[p]) < 0.005 for p in zs)
-            and [_ablation(rec, "prompts only", p)["verdict"] for p in (10, 50, 90)] == ["B better", "A better", "A better"]
-            and "lr 0.001, 2 epochs" in row["chosen"] and "lr in [0.001" in row["candidates"])
+    return (all(abs(_ablation(rec, "prompts only", p)["mean_b"] - zs[p]["mean_b"]) < 0.005 for p in zs)
+            and [_ablation(rec, "prompts only", p)["verdict"] for p in zs] == [zs[p]["verdict"] for p in zs]
+            and "lr 0.001, 4 epochs" in row["chosen"] and "lr in [0.001" in row["candidates"]
+            and "epochs 1..12" in row["candidates"])
 
 
 def _decoupling_vs_zero_shot(rec: dict) -> bool:
     (v,) = [v for v in rec["full_vs_zero_shot"]["decoupling only verdicts"] if v["claim"].endswith(", 10% known")]
-    return _reads(v, "cannot tell", -0.041, -0.098, 0.017) and v["arms"] == ["decoupling only", "zero-shot"]
+    return _reads(v, "B better", -0.059, -0.101, -0.017) and v["arms"] == ["decoupling only", "zero-shot"]
 
 
 def _curves(rec: dict, arm: str = "full (paper, softmax)") -> dict:
@@ -213,8 +269,8 @@ def _decoupling_curve(rec: dict) -> bool:
     c = _curves(rec, "decoupling only")
     (r,) = [x for x in c["per known"] if x["known"] == 0.1]
     full = _curves(rec)
-    return (r["best epoch"] == 7 and round(r["best"], 3) == 0.733 and round(c["zero-shot"], 3) == 0.734 > r["best"]
-            and round(c["untrained"], 3) == round(full["untrained"], 3) == 0.496 and r["median known positives"] == 3)
+    return (r["best epoch"] == 6 and round(r["best"], 3) == 0.743 and round(c["zero-shot"], 3) == 0.795 > r["best"]
+            and round(c["untrained"], 3) == round(full["untrained"], 3) == 0.546 and r["median known positives"] == 3)
 
 
 def _crowding(rec: dict) -> bool:
@@ -228,80 +284,126 @@ def _curve(rec: dict, rho: float) -> dict:
 
 
 def _passes_from(rec: dict, rho: float) -> int:
+    """The first epoch at which the full model's validation curve at ``rho`` known reaches zero-shot
+    (0 if it never does)."""
     zs = _curves(rec)["zero-shot"]
-    return next(e for e, v in enumerate(_curve(rec, rho)["mean curve"], 1) if v >= zs)
+    return next((e for e, v in enumerate(_curve(rec, rho)["mean curve"], 1) if v >= zs), 0)
 
 
 def _low_known(rec: dict) -> bool:
     c, r = _curves(rec), _curve(rec, 0.1)
-    return (c["chosen"] == 8 and r["best epoch"] == 3 and [round(r[k], 3) for k in ("best", "at chosen")] == [0.643, 0.565]
-            and round(r["mean curve"][7], 3) == 0.565 and r["best"] < c["zero-shot"] and round(c["zero-shot"], 3) == 0.734
+    return (c["chosen"] == 7 and r["best epoch"] == 3 and [round(r[k], 3) for k in ("best", "at chosen")] == [0.680, 0.646]
+            and round(r["mean curve"][6], 3) == 0.646 and r["best"] < c["zero-shot"] and round(c["zero-shot"], 3) == 0.795
             and r["median known positives"] == 3 and c["arm"] == "full (paper, softmax)")
+
+
+def _peaks_then_falls(rec: dict) -> bool:
+    """The full model's validation curve at 10% known peaks at epoch 3 and ends below that peak,
+    at the chosen epoch and at the budget's end."""
+    r = _curve(rec, 0.1)
+    return (r["best epoch"] == 3 < _curves(rec)["chosen"] and r["at chosen"] < r["best"]
+            and r["mean curve"][-1] < r["at chosen"])
 
 
 def _power(rec: dict) -> bool:
     p, v = rec["power_check"], _rule(rec, 50, AFFINE)
-    return (p["claim"] == v["claim"] and p["arms"] == [SOFTMAX, AFFINE] and round(p["half_width"], 3) == 0.039
+    return (p["claim"] == v["claim"] and p["arms"] == [SOFTMAX, AFFINE] and round(p["half_width"], 3) == 0.034
             and round(p["target"], 3) == 0.010 and p["target"] == rec["margin"] / 2 and abs(v["difference"]) < rec["margin"])
 
 
-def _affine_everywhere(rec: dict) -> bool:
-    vs = [_rule(rec, pct, AFFINE) for pct in (10, 50, 90)]
-    return ([_f(v["difference"]) for v in vs] == ["+0.018", "+0.008", "+0.013"]
-            and all(v["verdict"] == "cannot tell" and v["ci_low"] < 0 and v["ci_high"] > v["margin"] for v in vs))
+def _affine_sides(rec: dict) -> bool:
+    """Against the affine sigmoid: the softmax better at 10% known (every seed), 'cannot tell' at
+    50% and 90% with intervals from below zero to beyond the margin."""
+    v10, v50, v90 = (_rule(rec, p, AFFINE) for p in (10, 50, 90))
+    return (_reads(v10, "A better", 0.056, 0.010, 0.102) and v10["seeds_agreeing"] == 4 == len(rec["seeds"])
+            and [_f(v["difference"]) for v in (v50, v90)] == ["+0.013", "+0.011"]
+            and all(v["verdict"] == "cannot tell" and v["ci_low"] < 0 and v["ci_high"] > v["margin"] for v in (v50, v90)))
+
+
+def _affine_at_10_below_zero_shot(rec: dict) -> bool:
+    v, zs = _rule(rec, 10, AFFINE), _zs(rec, 10)
+    return ([round(x, 3) for x in (v["mean_a"], v["mean_b"], zs["mean_b"])] == [0.615, 0.559, 0.761]
+            and v["mean_a"] == zs["mean_a"] and max(v["mean_a"], v["mean_b"]) < zs["mean_b"] and zs["verdict"] == "B better")
 
 
 def _bias_sides(rec: dict) -> bool:
-    return (_reads(_rule(rec, 50, BIAS), "A better", 0.118) and _reads(_rule(rec, 90, BIAS), "A better", 0.120)
-            and _rule(rec, 10, BIAS)["verdict"] == "cannot tell")
+    return all(_reads(_rule(rec, p, BIAS), "A better", d) for p, d in ((10, 0.083), (50, 0.133), (90, 0.135)))
+
+
+def _by_s(rec: dict, pct: int) -> dict:
+    return _v(rec, f"softmax-trained, ranked by s, against sigmoid+affine, {pct}% known")
 
 
 def _p_vs_s(rec: dict) -> bool:
     v = _v(rec, "full model, ranked by p or by s")
-    return (v["arms"] == ["p (Eq. 9)", "s"] and _reads(v, "A better", 0.027, 0.008, 0.045)
+    return (v["arms"] == ["p (Eq. 9)", "s"] and _reads(v, "A better", 0.034, 0.018, 0.051)
             and abs(v["mean_a"] - _avg(rec, "zero-shot")["mean_a"]) < 1e-9)
 
 
+def _below_zero_shot(rec: dict) -> bool:
+    v = _avg(rec, "zero-shot")
+    return _reads(v, "B better", -0.026, -0.047, -0.004) and v["seeds_agreeing"] == 4 == v["n_seeds"]
+
+
 def _zero_shot_sides(rec: dict) -> bool:
-    return (_reads(_v(rec, "full model vs zero-shot, 10% known"), "B better", -0.151)
-            and _reads(_v(rec, "full model vs zero-shot, 50% known"), "A better", 0.049)
-            and _reads(_v(rec, "full model vs zero-shot, 90% known"), "A better", 0.071))
+    """Zero-shot better at 10% known, 'cannot tell' at 50%, the full model better at 90%; the two
+    gains are smaller than the loss at 10%."""
+    d = [_zs(rec, p)["difference"] for p in (10, 50, 90)]
+    return (_reads(_zs(rec, 10), "B better", -0.146, -0.180, -0.112) and _reads(_zs(rec, 50), "cannot tell", 0.024)
+            and _reads(_zs(rec, 90), "A better", 0.045) and d[1] + d[2] < -d[0])
 
 
 def _start(rec: dict) -> bool:
     s = rec["full_vs_zero_shot"]["start"]
-    return s["known"] == 0.5 and round(s["untrained"], 3) == 0.445 and round(s["zero-shot"], 3) == 0.690
+    return s["known"] == 0.5 and round(s["untrained"], 3) == 0.493 and round(s["zero-shot"], 3) == 0.761
+
+
+def _full_converged(rec: dict) -> bool:
+    c = rec["full_vs_zero_shot"]["convergence"]
+    return c["epochs"] == 7 < c["budget"] == 12 and c["converged"] is True
 
 
 def _pointing(rec: dict) -> bool:
     v = _v(rec, "pointing, full model at 50% known")
-    return (v["arms"] == ["decoupling attention", "image centre"] and _reads(v, "A better", 0.244, 0.191, 0.298)
-            and [round(v["mean_a"], 3), round(v["mean_b"], 3)] == [0.561, 0.316]
+    return (v["arms"] == ["decoupling attention", "image centre"] and _reads(v, "A better", 0.250, 0.194, 0.307)
+            and [round(v["mean_a"], 3), round(v["mean_b"], 3)] == [0.567, 0.316]
             and v["ci_low"] > v["margin"] == rec["pointing_margin"] == 0.05)
 
 
+def _two_parts(rec: dict) -> bool:
+    """At 10% known the full model's gap to zero-shot is the sum of its gap to decoupling only
+    (0.087) and decoupling only's gap to zero-shot (0.059)."""
+    (dz,) = [v for v in rec["full_vs_zero_shot"]["decoupling only verdicts"] if v["claim"].endswith(", 10% known")]
+    full, abl = _zs(rec, 10)["difference"], _ablation(rec, "decoupling only", 10)["difference"]
+    return abs(full - (abl + dz["difference"])) < 1e-6 and _decoupling_vs_zero_shot(rec) and _decoupling_at_10(rec)
+
+
 CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record must say)
-    (r"34% of the unknown entries were pushed up and 63% down",
-     lambda r: [_pct(r["gradients"]["softmax"][k]) for k in ("unknown up", "unknown down")] == [34, 63]),
-    (r"with the known negatives' own terms deleted 94% of their gradient remained",
-     lambda r: _pct(r["gradients"]["softmax"]["coupling share"]) == 94),
+    (r"32% of the unknown entries were pushed up and 62% down",
+     lambda r: [_pct(r["gradients"]["softmax"][k]) for k in ("unknown up", "unknown down")] == [32, 62]),
+    (r"with the known negatives' own terms deleted 93% of their gradient remained",
+     lambda r: _pct(r["gradients"]["softmax"]["coupling share"]) == 93),
     (r"under both sigmoids the gradient at every unknown entry was exactly zero", _unknown_zero),
-    (r"87% of the known negatives sat at or under the margin under the softmax, against 51% and 46% under the "
+    (r"88% of the known negatives sat at or under the margin under the softmax, against 52% and 46% under the "
      r"sigmoid with a bias and the affine sigmoid",
-     lambda r: [_pct(r["gradients"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [87, 51, 46]),
+     lambda r: [_pct(r["gradients"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [88, 52, 46]),
     (r"at 10%, 50% and 90% known labels, over four training seeds in the chapter's run",
      lambda r: r["full_vs_zero_shot"]["known"] == [0.1, 0.5, 0.9] and len(r["seeds"]) == 4
      and all(v["n_seeds"] == 4 for v in r["verdicts"] if not v["claim"].startswith("A/A"))),
+    (r"one guard, the budget, did not hold in the final run, as the third item says", _affine_under_trained),
     (r"the same two seeds, at the middle proportion", _grid_seeds),
-    (r"both arms of the central comparison converged within a budget of 12 epochs", _central_converged),
-    (r"the softmax was chosen at epoch 8 of 12, early enough for the book's early-stopping rule to call it converged",
-     lambda r: "8 epochs" in _row(r, "full (paper, softmax)")["chosen"] and _row(r, "full (paper, softmax)")["converged"]
-     .startswith("yes") and 8 <= 12 - 12 // 4),
+    (r"the softmax was chosen at epoch 7 of 12, early enough for the book's early-stopping rule to call it converged",
+     lambda r: "7 epochs" in _row(r, "full (paper, softmax)")["chosen"] and _row(r, "full (paper, softmax)")["converged"]
+     .startswith("yes") and 7 <= 12 - 12 // 4),
     (r"The affine sigmoid was chosen at epoch 12, the budget's last, where that rule alone cannot say; trained on to "
-     r"16, the same rule still picks epoch 12",
-     lambda r: _affine_choice(r) and _check(r, "full, sigmoid+affine")["rule"] == "early stop, patience 3"),
-    (r"The sigmoid with a bias only was still improving at 16, under-trained at this budget, and so was the affine "
-     r"sigmoid on the planted world", lambda r: _bias_improving(r) and _planted_affine_improving(r)),
+     r"16, its mean validation mAP is best at epoch 14, so it was still improving at the budget's end, and the central "
+     r"comparison sets a converged softmax against an affine sigmoid under-trained at a budget of 12 epochs",
+     _affine_under_trained),
+    (r"The four extra epochs did not lift it past the softmax on validation: its best there, 0\.842, stays under the "
+     r"softmax's 0\.853 at its chosen epoch", _affine_below_softmax_on_validation),
+    (r"The sigmoid with a bias only was still improving as well \(best at epoch 14 of the 16\), and on the planted "
+     r"world described below so were both arms, the affine sigmoid up to the check's last epoch",
+     lambda r: _bias_improving(r) and _planted_both_improving(r)),
     (r"two points of mAP by default and in the final run",
      lambda r: r["margin"] == 0.02 and all(v["margin"] == 0.02 for v in r["verdicts"] if "mAP" in v["claim"])),
     (r"every category paired with another", _pairs),
@@ -311,38 +413,48 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
     (r"at the four seeds of the other comparisons that t is about 3\.2",
      lambda r: len(r["seeds"]) == 4 and round(DERIVED(r)["t at the comparisons' seeds"], 1) == 3.2),
     (r"the frozen toy-rn, four seeds", lambda r: r["model"] == "toy-rn" and len(r["seeds"]) == 4),
-    (r"The positive control did not fire", lambda r: not any(c["positive_passed"] for c in r["controls"])),
-    (r"on the planted world the softmax did not lose to the affine sigmoid, 0\.654 against 0\.633, a difference of "
-     r"\+0\.022 \[-0\.003, \+0\.046\] that the run cannot tell at this size",
-     lambda r: _reads(r["planted_control"]["verdict"], "cannot tell", 0.022, -0.003, 0.046)
-     and [round(r["planted_control"]["verdict"][k], 3) for k in ("mean_a", "mean_b")] == [0.654, 0.633]),
+    (r"The toy-rn it reads is the book's current stage model: the five-epoch one that the earlier builds cited above "
+     r"ran on, continued for two more epochs, with a stronger zero-shot than before",
+     lambda r: _continued_toy_rn(r) and {"in order", "alternating"} <= set(HISTORY)),
+    (r"Both of those builds ran on the previous toy-rn, the five-epoch model that the book's current one continues "
+     r"for two more epochs, so the pilot was measured on another stage model than the one this page reads",
+     lambda r: _continued_toy_rn(r) and r["a_a_rule"]["pilot sd"] == HISTORY["alternating"]["seed-difference sd"]),
+    (r"The positive control did not fire, and it came out on the wrong side", _planted_wrong_side),
+    (r"on the planted world the softmax did not lose to the affine sigmoid but beat it, 0\.686 against 0\.658, a "
+     r"difference of \+0\.028 \[\+0\.006, \+0\.050\], and all 4 seeds put the softmax ahead",
+     lambda r: _planted_wrong_side(r) and r["planted_control"]["verdict"]["seeds_agreeing"] == 4 == len(r["seeds"])),
     (r"The prediction above was therefore not borne out on this world",
      lambda r: r["planted_control"]["verdict"]["verdict"] != "B better"),
-    (r"The negative control passed: the A/A came out equivalent within the margin, -0\.000 \[-0\.009, \+0\.008\] "
+    (r"Both of its arms were chosen at the budget's last epoch and were still improving when trained on, the softmax "
+     r"best at epoch 13 and the affine sigmoid at 16, the check's last, so the control compares two arms "
+     r"under-trained at this budget", _planted_both_improving),
+    (r"A longer budget is not shown to turn it round: at epoch 16 the affine sigmoid's mean validation mAP, 0\.741, "
+     r"is still 0\.010 under the softmax's 0\.751 at its chosen epoch", _planted_budget),
+    (r"Whether the harm this page describes is absent on this world or outweighed there by something the softmax "
+     r"does better, the run does not say; what it shows is that the pipeline, at this budget, did not show that harm "
+     r"where it was planted", _planted_wrong_side),
+    (r"The negative control passed: the A/A came out equivalent within the margin, \+0\.000 \[-0\.007, \+0\.007\] "
      r"at 25 seeds a side", _aa_passed),
-    (r"standard deviation of 0\.017, which at four seeds a side would give a half-width of about 0\.027, wider "
+    (r"standard deviation of 0\.015, which at four seeds a side would give a half-width of about 0\.024, wider "
      r"than the margin", _aa_spread),
     (r"With one control silent, the falsification concludes at every proportion that the test cannot decide here",
      lambda r: len(r["controls"]) == 3 and {c["conclusion"] for c in r["controls"]} == {CANNOT}
      and sum(c["positive_passed"] + c["negative_passed"] for c in r["controls"]) == 3),
     (r"25 seeds a side in the default run and in the final one", _aa_rule),
-    (r"and all 4 seeds put the softmax ahead",
-     lambda r: r["planted_control"]["verdict"]["seeds_agreeing"] == 4 == len(r["seeds"])
-     and r["planted_control"]["verdict"]["difference"] > 0),
-    (r"Its affine sigmoid was chosen at the budget's last epoch and was still improving when trained on: its mean "
-     r"validation mAP passed the softmax's best \(0\.718\) at epoch 15 and reached 0\.726 at epoch 16, so on this "
-     r"world the softmax's lead on the test may be one of budget, not of scoring rule", _planted_budget),
     (r"at a pilot spread of seed differences declared as a chapter parameter \(0\.024\)", _aa_rule),
     (r"they do not pass through the falsification's controls, which guard only the comparison with the affine sigmoid",
      lambda r: len(r["controls"]) == 3 and all(c.get("test arms", c["test"]["arms"] if isinstance(c["test"], dict) else None)
                                                 == ["softmax (paper)", "sigmoid+affine"] for c in r["controls"])),
-    (r"The ranking's share has a sign \(p against s above, averaged over the proportions, favours p\)", _p_vs_s),
-    (r"Against the affine sigmoid the run cannot tell at any proportion \(-0\.009 at 10%, -0\.023 at 50%, -0\.010 at 90% known\)",
-     lambda r: all(_reads(_v(r, f"softmax-trained, ranked by s, against sigmoid+affine, {p}% known"), "cannot tell", d)
-                   for p, d in ((10, -0.009), (50, -0.023), (90, -0.010)))),
-    (r"the softmax still had 92% of its known negatives at or under the margin, against 58% and 24% under the two "
+    (r"The ranking's share has a sign \(p against s below, averaged over the proportions, favours p\)", _p_vs_s),
+    (r"Against the affine sigmoid the run cannot tell at any proportion \(\+0\.017 at 10%, -0\.022 at 50%, "
+     r"-0\.018 at 90% known\)",
+     lambda r: all(_reads(_by_s(r, p), "cannot tell", d) for p, d in ((10, 0.017), (50, -0.022), (90, -0.018)))),
+    (r"So at 10% known, where the softmax ranked by p beats the affine sigmoid, the run does not show that the win "
+     r"comes from training rather than from the denominator",
+     lambda r: _rule(r, 10, AFFINE)["verdict"] == "A better" and _by_s(r, 10)["verdict"] == "cannot tell"),
+    (r"the softmax still had 93% of its known negatives at or under the margin, against 60% and 21% under the two "
      r"sigmoids, so training did not lift them above it",
-     lambda r: [_pct(r["gradients_trained"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [92, 58, 24]
+     lambda r: [_pct(r["gradients_trained"][a]["negatives under m"]) for a in ("softmax", BIAS, AFFINE)] == [93, 60, 21]
      and r["gradients_trained"]["softmax"]["negatives under m"] >= r["gradients"]["softmax"]["negatives under m"]),
     (r"the softmax's probabilities on an image average 1/C, 0\.031 with 32 categories, already under the margin",
      lambda r: len(r["categories"]) == 32 and round(DERIVED(r)["1/C"], 3) == 0.031 < r["gradients"]["softmax"]["m"]),
@@ -357,75 +469,89 @@ CLAIMS = [  # (phrase on the page, whitespace-normalised regex; what the record 
      r"not been measured", lambda r: _gpu_full()["a_a_seeds"] == 4),
     (r"so a four-seed A/A would be expected to fail",
      lambda r: _aa_spread(r) and DERIVED(r)["A/A half-width at the comparisons' seeds"] > r["margin"]),
-    (r"the sigmoid's lead on validation there, 0\.008, is under the margin, so a longer budget is not shown to make the control "
-     r"fire either",
-     lambda r: round(DERIVED(r)["planted sigmoid's lead at the check's end"], 3) == 0.008
-     and DERIVED(r)["planted sigmoid's lead at the check's end"] < r["margin"]),
     (r"its regularisation was chosen at the largest of its candidates, C = 10, so it may be under-tuned",
      lambda r: (lambda row: row["chosen"] == 10.0 and row["candidates"].endswith("10.0]"))(
          _row_named(r, "C (logistic regression)"))),
-    (r"the full model against decoupling only, trained 8 and 7 epochs",
-     lambda r: "8 epochs" in _row(r, "full (paper, softmax)")["chosen"] and "7 epochs" in _row(r, "decoupling only")["chosen"]),
-    (r"Those averages hide sides that change with the proportion: zero-shot is better at 10% known \(-0\.151\), the "
-     r"full model at 50% \(\+0\.049\) and at 90% \(\+0\.071\); against prompts only the full model's sides are the "
-     r"same, since that ablation's mean mAP stayed within half a point of zero-shot's at every proportion",
-     lambda r: _zero_shot_sides(r) and _prompts_as_zero_shot(r)),
-    (r"its learning rate was chosen at the grid's smallest value, 0\.001, with 2 of 12 epochs", _prompts_as_zero_shot),
-    (r"Against decoupling only, the average \(-0\.037 \[-0\.060, -0\.015\], decoupling only better\) comes from "
-     r"10% known alone \(-0\.110 \[-0\.162, -0\.058\]\); at 50% and 90% known the run cannot tell them apart "
-     r"\(-0\.009 and \+0\.007\)", _decoupling_at_10),
-    (r"it starts from the same untrained level \(0\.496 on these labels\), trains on the same masks, and at 10% known "
-     r"climbs to 0\.733 at epoch 7, just short of zero-shot's 0\.734", _decoupling_curve),
+    (r"the full model against decoupling only, trained 7 and 6 epochs",
+     lambda r: "7 epochs" in _row(r, "full (paper, softmax)")["chosen"] and "6 epochs" in _row(r, "decoupling only")["chosen"]),
+    (r"Averaged over the three proportions, the paper's model is worse than the hand-prompt zero-shot of the same "
+     r"frozen CLIP: -0\.026 \[-0\.047, -0\.004\], zero-shot better, with all 4 seeds agreeing", _below_zero_shot),
+    (r"It is also worse than each of its own halves, prompts only \(-0\.026 \[-0\.047, -0\.005\]\) and decoupling "
+     r"only \(-0\.034 \[-0\.051, -0\.018\]\), and better only than its untrained initialisation \(\+0\.242\) and the "
+     r"logistic regression \(\+0\.223",
+     lambda r: _halves(r) and _reads(_avg(r, "untrained init"), "A better", 0.242)
+     and _reads(_avg(r, "logistic regression"), "A better", 0.223)
+     and {v["arms"][1] for v in r["verdicts"] if v["claim"] == "average over 3 proportions, mAP on p"
+          and v["verdict"] == "A better"} == {"untrained init", "logistic regression"}),
+    (r"The average hides sides that change with the proportion, and the deficit comes from 10% known: there "
+     r"zero-shot is better by 0\.146 \(-0\.146 \[-0\.180, -0\.112\]\), while at 50% known the run cannot tell the "
+     r"two apart \(\+0\.024\) and at 90% the full model is better \(\+0\.045\), gains too small to make up for the "
+     r"loss at 10%", lambda r: _zero_shot_sides(r) and _below_zero_shot(r)),
+    (r"It is not under-training: its chosen epoch, 7 of 12, is before the budget's end \(converged\), and at 10% "
+     r"known its validation curve peaks early and then falls", lambda r: _full_converged(r) and _peaks_then_falls(r)),
+    (r"Untrained, the full model starts at 0\.493, below zero-shot's 0\.761, and its prompts end a mean cosine "
+     r"distance of 0\.017 from the hand prompt",
+     lambda r: _start(r) and round(r["full_vs_zero_shot"]["prompt drift"], 3) == 0.017),
+    (r"This run holds no reading of the previous toy-rn, so it cannot say whether the stronger zero-shot of the new "
+     r"stage model is what moved the average below it",
+     lambda r: _continued_toy_rn(r) and _below_zero_shot(r)),
+    (r"Against prompts only the full model's sides are the same as against zero-shot, since that ablation's mean mAP "
+     r"stayed within half a point of zero-shot's at every proportion", _prompts_as_zero_shot),
+    (r"its learning rate was chosen at the grid's smallest value, 0\.001, with 4 of 12 epochs", _prompts_as_zero_shot),
+    (r"Against decoupling only, the average comes mostly from 10% known \(-0\.087 \[-0\.114, -0\.059\], decoupling "
+     r"only better\); at 50% known the run cannot tell them apart \(-0\.015\), and at 90% they are equivalent "
+     r"\(-0\.001\)", _decoupling_at_10),
+    (r"it starts from the same untrained level \(0\.546 on these labels\), trains on the same masks, and at 10% known "
+     r"climbs to 0\.743 at epoch 6, still short of zero-shot's 0\.795", _decoupling_curve),
+    (r"On the test split the full model's loss at 10% known splits in two parts", _two_parts),
     (r"the learned prompts, trained at the full model's learning rate, 0\.01, on three positives per category, account "
-     r"for 0\.110 of its 0\.151 below zero-shot",
-     lambda r: _decoupling_at_10(r) and _low_known(r) and _curves(r)["lr"] == 0.01
-     and _reads(_v(r, "full model vs zero-shot, 10% known"), "B better", -0.151)),
-    (r"The decoupling-only ablation, which has no learned prompts, is 0\.041 below zero-shot at 10% known too, a "
-     r"difference the run cannot tell from none \(-0\.041 \[-0\.098, \+0\.017\]\)", _decoupling_vs_zero_shot),
-    (r"the dense features the attention pools start far weaker than the global feature \(zero-shot 0\.388 on their "
-     r"mean against 0\.651\), but this run does not isolate it",
-     lambda r: [round(r["diagnostic"][k], 3) for k in ("mean of dense features", "global feature")] == [0.388, 0.651]),
-    (r"while the full model's curve turns down after epoch 3",
-     lambda r: _curve(r, 0.1)["best epoch"] == 3 and _decoupling_curve(r)),
+     r"for 0\.087 of its 0\.146 below zero-shot",
+     lambda r: _two_parts(r) and _low_known(r) and _curves(r)["lr"] == 0.01
+     and _reads(_zs(r, 10), "B better", -0.146)),
+    (r"The decoupling-only ablation, which has no learned prompts, is 0\.059 below zero-shot at 10% known, and the "
+     r"run resolves that part too: zero-shot better, -0\.059 \[-0\.101, -0\.017\]", _decoupling_vs_zero_shot),
+    (r"the dense features the attention pools start far weaker than the global feature \(zero-shot 0\.419 on their "
+     r"mean against 0\.729\), but this run does not isolate it",
+     lambda r: [round(r["diagnostic"][k], 3) for k in ("mean of dense features", "global feature")] == [0.419, 0.729]),
+    (r"while the full model's curve peaks at epoch 3 and then falls",
+     lambda r: _peaks_then_falls(r) and _decoupling_curve(r)),
     (r"stopping at its peak would still leave the full model below zero-shot on these labels",
      lambda r: _curve(r, 0.1)["best"] < _curves(r)["zero-shot"]),
     (r"The planted world's images hold 3\.91 categories on average against 1\.98 in the chapter's world", _crowding),
-    (r"the model at 10% known peaks at epoch 3 with 0\.643 and falls to 0\.565 by the chosen epoch 8, and it never "
-     r"reaches zero-shot's 0\.734 on the same labels; its median category has 3 known positives to fit", _low_known),
+    (r"the model at 10% known peaks at epoch 3 with 0\.680 and falls to 0\.646 by the chosen epoch 7, and it never "
+     r"reaches zero-shot's 0\.795 on the same labels; its median category has 3 known positives to fit", _low_known),
     (r"not chosen by the selection grid: a deviation from the rule that the grid chooses every arm's settings",
      lambda r: not any("scalar" in row["hyperparameter"] for row in r["selection_table"])
      and all(row["hyperparameter"].startswith(("lr, epochs", "C ")) for row in r["selection_table"])),
     (r"Every proportion is trained at the settings chosen at 50%",
      lambda r: all("50% known" in row["split"] for row in r["selection_table"])
      and _curves(r)["chosen"] == r["full_vs_zero_shot"]["convergence"]["epochs"]),
-    (r"At 50% and 90% known it passes zero-shot from epoch 4 and epoch 3",
-     lambda r: [_passes_from(r, 0.5), _passes_from(r, 0.9)] == [4, 3]),
+    (r"At 50% and 90% known it passes zero-shot from epoch 5 and epoch 4",
+     lambda r: [_passes_from(r, 0.5), _passes_from(r, 0.9)] == [5, 4]),
     (r"The power check was not met", lambda r: r["power_check"]["met"] is False),
     (r'Its "cannot tell" says more about the size of the run than about the softmax',
      lambda r: _rule(r, 50, AFFINE)["verdict"] == "cannot tell" and r["power_check"]["met"] is False),
-    (r"half-width 0\.039 against a target of 0\.010, half the margin, since its difference is smaller than the margin",
+    (r"half-width 0\.034 against a target of 0\.010, half the margin, since its difference is smaller than the margin",
      _power),
-    (r"Against the affine sigmoid the run cannot tell at any proportion \(\+0\.018 at 10%, \+0\.008 at 50%, "
-     r"\+0\.013 at 90% known\), each interval reaching below zero and beyond the margin", _affine_everywhere),
-    (r"the box reports the same verdict at every proportion", lambda r: r["same_verdict_across_proportions"] is True),
-    (r"Against the sigmoid with a bias only, the softmax is better at 50% and at 90% known \(\+0\.118 and \+0\.120\) "
-     r"and the run cannot tell at 10%", _bias_sides),
-    (r"that sigmoid was under-trained at this budget", _bias_improving),
-    (r"the full model is better than ranked by its score s, \+0\.027 \[\+0\.008, \+0\.045\] in mAP averaged over "
+    (r"Against the affine sigmoid the softmax is better at 10% known, \+0\.056 \[\+0\.010, \+0\.102\] with all 4 "
+     r"seeds agreeing, and the run cannot tell at 50% and 90% known \(\+0\.013 and \+0\.011\), each of those two "
+     r"intervals reaching below zero and beyond the margin", _affine_sides),
+    (r"the box reports that the verdict changes with the proportion",
+     lambda r: r["same_verdict_across_proportions"] is False and _affine_sides(r)),
+    (r"The verdict at 10% is not a reading of the scoring rule: the falsification above cannot decide, the affine "
+     r"sigmoid was under-trained at this budget \(at the middle proportion, where its convergence was checked\), and "
+     r"at 10% known both arms fall far below zero-shot \(0\.615 and 0\.559 against 0\.761\), so it ranks two heads "
+     r"that both fall short of the hand prompt",
+     lambda r: {c["conclusion"] for c in r["controls"]} == {CANNOT} and _affine_under_trained(r)
+     and "50% known" in _row(r, "full, sigmoid+affine")["split"] and _affine_at_10_below_zero_shot(r)),
+    (r"Against the sigmoid with a bias only, the softmax is better at every proportion \(\+0\.083, \+0\.133 and "
+     r"\+0\.135 at 10%, 50% and 90% known\)", _bias_sides),
+    (r"that sigmoid was under-trained at this budget too, so these verdicts compare the softmax with a control still "
+     r"learning", lambda r: _bias_improving(r) and _affine_under_trained(r)),
+    (r"the full model is better than ranked by its score s, \+0\.034 \[\+0\.018, \+0\.051\] in mAP averaged over "
      r"the three proportions", _p_vs_s),
-    (r"it is better than its untrained initialisation \(\+0\.235\) and than the logistic regression \(\+0\.227",
-     lambda r: _reads(_avg(r, "untrained init"), "A better", 0.235)
-     and _reads(_avg(r, "logistic regression"), "A better", 0.227)),
-    (r"the run cannot tell it from zero-shot \(-0\.010\) or from the prompts-only ablation \(-0\.010\)",
-     lambda r: _reads(_avg(r, "zero-shot"), "cannot tell", -0.010)
-     and _reads(_avg(r, "prompts only"), "cannot tell", -0.010)),
-    (r"Untrained, the full model starts at 0\.445, below zero-shot's 0\.690", _start),
-    (r"its prompts end a mean cosine distance of 0\.016 from the hand prompt",
-     lambda r: round(r["full_vs_zero_shot"]["prompt drift"], 3) == 0.016),
-    (r"its chosen epoch, 8 of 12, is before the budget's end \(converged\)",
-     lambda r: (lambda c: c["epochs"] == 8 < c["budget"] == 12 and c["converged"])(r["full_vs_zero_shot"]["convergence"])),
-    (r"At 50% known the argmax of the decoupling attention beats the image centre, a hit rate of 0\.561 against "
-     r"0\.316, \+0\.244 \[\+0\.191, \+0\.298\], beyond the pointing margin of 0\.05 even at the interval's low end",
+    (r"At 50% known the argmax of the decoupling attention beats the image centre, a hit rate of 0\.567 against "
+     r"0\.316, \+0\.250 \[\+0\.194, \+0\.307\], beyond the pointing margin of 0\.05 even at the interval's low end",
      _pointing),
 ]
 RESULT_WORDS = (r"\b(better|worse|fails?|failed|passed|fired?|lose|lost|cannot decide|cannot tell|equivalent|exactly "
@@ -529,10 +655,12 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     rec["gradients"]["sigmoid+affine"]["unknown"] = 1e-7  # a sigmoid leaking gradient to unknown entries
     rec["a_a_control"]["seed_differences"] = [0.05, -0.05, 0.04, -0.04]  # a wider spread
     for c in rec["convergence_checks"]:
-        if c["arm"] == "full, sigmoid+bias":  # converged after all
+        if c["arm"] in ("full, sigmoid+bias", "full, sigmoid+affine"):  # converged after all
             c["converged"], c["best epoch"] = True, 12
     for v in rec["verdicts"]:
         if v["arms"] == ["full (paper)", "decoupling only"]:  # the ablation no longer better
+            v["verdict"], v["ci_high"] = "cannot tell", 0.01
+        if v["arms"] == ["full (paper)", "zero-shot"]:  # the full model level with zero-shot after all
             v["verdict"], v["ci_high"] = "cannot tell", 0.01
         if v["claim"].startswith("pointing"):  # beaten by less than the pointing margin at the low end
             v["ci_low"] = 0.03
@@ -540,16 +668,22 @@ def test_the_checks_fail_on_a_record_that_disagrees():
     rec["planted_control"]["pairs"][0] = ["pentagon", "pentagon"]
     failed = {p for p, check in CLAIMS if not check(rec)}
     expected = {"on the planted world the softmax did not lose", "The prediction above was therefore not borne out",
-                "The positive control did not fire", "With one control silent",
-                "under both sigmoids the gradient at every unknown entry", "standard deviation of 0\\.017",
+                "The positive control did not fire", "With one control silent", "Whether the harm this page describes",
+                "The verdict at 10% is not a reading of the scoring rule",
+                "under both sigmoids the gradient at every unknown entry", "standard deviation of 0\\.015",
                 "so a four-seed A/A would be expected to fail",
                 "The sigmoid with a bias only was still improving", "that sigmoid was under-trained",
-                "Against decoupling only, the average", "the learned prompts, trained at", "At 50% known the argmax", "The power check was not met",
-                "every category paired with another", 'Its "cannot tell" says more'}
+                "one guard, the budget, did not hold", "The affine sigmoid was chosen at epoch 12",
+                "The four extra epochs did not lift it past the softmax",
+                "Averaged over the three proportions, the paper's model is worse", "The average hides sides",
+                "This run holds no reading of the previous toy-rn",
+                "It is also worse than each of its own halves", "Against decoupling only, the average",
+                "On the test split the full model's loss", "the learned prompts, trained at", "At 50% known the argmax",
+                "The power check was not met", "every category paired with another", 'Its "cannot tell" says more'}
     assert {p for p in failed for e in expected if p.startswith(e)} == failed and len(failed) == len(expected), \
         sorted(failed)
-    rec["power_check"]["half_width"] = 0.05  # the page's 0.039 is then in no field of the record
-    assert "0.039" not in _numbers(rec)
+    _rule(rec, 10, AFFINE)["difference"] = 0.03  # the page's 0.056 is then in no field of the record
+    assert "0.056" not in _numbers(rec) and not _claim(r"Against the affine sigmoid the softmax is better at 10%")(rec)
     rec["seeds"] = rec["seeds"] + [4]  # five comparison seeds: t at 4 df is 2.8, not 3.2
     assert not _claim(r"at the four seeds of the other comparisons")(rec)
     assert not _claim(r"the frozen toy-rn, four seeds")(rec)

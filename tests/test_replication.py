@@ -82,3 +82,41 @@ def test_replicate_reads_the_book_first_and_lists_chapters_in_order(tmp_path, mo
     assert "**1 reversed**" in (tmp_path / "page.md").read_text()
     with pytest.raises(ValueError, match="jobs"):
         replication.replicate(["ch0"], book, runs, jobs=0)
+
+
+def test_a_partial_replicate_replaces_its_chapters_rows_and_keeps_the_others_with_their_commit(tmp_path, monkeypatch):
+    from fgclip import runner
+
+    up, down = np.ones((3, 10)), np.zeros((3, 10))
+    book, runs, page = tmp_path / "book", tmp_path / "runs", tmp_path / "page.md"
+    book.mkdir()
+    for ch in ("ch0", "ch1"):
+        (book / f"{ch}.json").write_text(json.dumps({"verdicts": [_record(f"{ch} claim", up, down)]}))
+    flip = {"ch1": False}
+
+    def fake_run(chapter, params, runs_dir):  # ch1 reverses once flip is set
+        out = Path(runs_dir) / f"{chapter}-{len(list(Path(runs_dir).glob('*')) if Path(runs_dir).exists() else [])}"
+        out.mkdir(parents=True)
+        a, b = (down, up) if chapter == "ch1" and flip["ch1"] else (up, down)
+        (out / "results.json").write_text(json.dumps({"verdicts": [_record(f"{chapter} claim", a, b)]}))
+        return out
+
+    monkeypatch.setattr(runner, "run_chapter", fake_run)
+    monkeypatch.setattr(replication, "head_commit", lambda: "old")
+    replication.replicate(["ch0", "ch1"], book, runs, seed=7, page=page)
+    assert page.read_text().startswith("Last run: ") and "commit `old`" in page.read_text()
+    flip["ch1"] = True
+    monkeypatch.setattr(replication, "head_commit", lambda: "new")
+    result = replication.replicate(["ch1"], book, runs, seed=7, page=page)
+    assert [r["chapter"] for r in result["rows"]] == ["ch1"]  # this run's own comparison
+    text = page.read_text()
+    assert "Last runs: ch0 on " in text and "commit `old`; ch1 on " in text and "commit `new`" in text
+    assert "| ch0 | ch0 claim |" in text and "| ch1 | ch1 claim |" in text and text.count("| ch1 |") == 1
+    assert "Claims: 1 same, 0 weakened, **1 reversed**" in text  # ch0's kept row counts, ch1's new one replaced the old
+    record = json.loads(page.with_suffix(".json").read_text())
+    assert [m["chapters"] for m in record["runs"]] == [["ch0"], ["ch1"]]
+    with pytest.raises(ValueError, match="another seed"):  # rows of two replicate seeds never share a table
+        replication.replicate(["ch1"], book, runs, seed=8, page=page)
+    page.with_suffix(".json").write_text("[]")
+    with pytest.raises(ValueError, match="page.json"):
+        replication.replicate(["ch1"], book, runs, seed=7, page=page)

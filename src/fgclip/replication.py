@@ -12,7 +12,9 @@ replicate's v' the status is
 * ``missing``: the claim is in one run only (a comparison a chapter makes only where it can).
 
 ``python -m fgclip replicate`` runs the chapters, writes the comparison next to the runs and
-``book/replication_last.md``, which the book's page "Do the verdicts replicate?" includes.
+``book/replication_last.md``, which the book's page "Do the verdicts replicate?" includes, with
+its record beside it (``.json``). Run on some chapters only (``--chapters``), it replaces those
+chapters' rows and keeps the others', each under the date and commit of its own run.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
+from .fileio import atomic_write_json, atomic_write_text
 from .verdicts import A_BETTER, B_BETTER
 
 STATUSES = ("same", "weakened", "reversed", "missing")
@@ -57,16 +60,45 @@ def counts(rows: list[dict]) -> dict[str, int]:
     return {s: sum(row["status"] == s for row in rows) for s in STATUSES}
 
 
-def markdown(rows: list[dict], meta: dict) -> str:
-    """The page's included table: when, at which commit and seeds, the counts, then every claim."""
+def _when(meta: dict) -> str:
+    return f"{meta['date']}, commit `{meta['commit']}`"
+
+
+def markdown(rows: list[dict], meta: dict | list[dict]) -> str:
+    """The page's included table: when, at which commit and seeds, the counts, then every claim.
+    ``meta`` is one run's, or a list of runs' (each with its ``chapters``) when the chapters of
+    the table were last replicated at different commits (:func:`merge_with_page`)."""
+    runs = meta if isinstance(meta, list) else [meta]
+    when = (f"Last run: {_when(runs[0])}" if len(runs) == 1 else
+            "Last runs: " + "; ".join(f"{', '.join(m['chapters'])} on {_when(m)}" for m in runs))
     c = counts(rows)
-    lines = [f"Last run: {meta['date']}, commit `{meta['commit']}`, book at seed {meta['book_seed']}, "
-             f"replicate at seed {meta['replicate_seed']}. Claims: {c['same']} same, {c['weakened']} weakened, "
+    lines = [f"{when}, book at seed {runs[0]['book_seed']}, "
+             f"replicate at seed {runs[0]['replicate_seed']}. Claims: {c['same']} same, {c['weakened']} weakened, "
              f"**{c['reversed']} reversed**, {c['missing']} in one run only.", "",
              "| chapter | claim | arms | book | replicate | status |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['chapter']} | {r['claim']} | {r['arms']} | {r['book']} | {r['replicate']} | {r['status']} |"
               for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def merge_with_page(rows: list[dict], meta: dict, page: Path) -> tuple[list[dict], list[dict]]:
+    """This run's rows and meta joined with the page's record (``page`` with suffix .json) for
+    the chapters this run did not replicate: a chapter's rows always come from its latest run,
+    and each run keeps its date and commit. Returns (rows in chapter order, runs)."""
+    ran = sorted({r["chapter"] for r in rows} | set(meta.get("chapters", [])))
+    runs, kept = [{**meta, "chapters": ran}], []
+    sidecar = page.with_suffix(".json")
+    if sidecar.is_file():
+        old = json.loads(sidecar.read_text())
+        if not isinstance(old, dict) or "runs" not in old or "rows" not in old:
+            raise ValueError(f"{sidecar}: expected fields 'runs' and 'rows' (a replication page's record)")
+        kept = [r for r in old["rows"] if r["chapter"] not in ran]
+        for m in old["runs"]:
+            rest = [ch for ch in m["chapters"] if ch not in ran]
+            if rest:
+                runs.append({**m, "chapters": rest})
+    runs.sort(key=lambda m: m["chapters"][0])
+    return sorted(rows + kept, key=lambda r: r["chapter"]), runs
 
 
 def verdict_records(record, where: str = "") -> list[tuple[str, dict]]:
@@ -131,10 +163,14 @@ def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = R
     rows = []
     for ch in sorted(chapters):  # run in any order (the longest first), listed in the book's
         rows += compare_chapter(ch, book[ch], load_verdicts(outs[ch], "results"))
-    meta = {"date": dt.date.today().isoformat(), "commit": head_commit(), "book_seed": 0, "replicate_seed": seed}
+    meta = {"date": dt.date.today().isoformat(), "commit": head_commit(), "book_seed": 0, "replicate_seed": seed,
+            "chapters": sorted(chapters)}
     result = {"meta": meta, "counts": counts(rows), "rows": rows}
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    (runs_dir / "comparison.json").write_text(json.dumps(result, indent=1))
-    if page is not None:
-        page.write_text(markdown(rows, meta))
+    atomic_write_json(runs_dir / "comparison.json", result, indent=1)
+    if page is not None:  # the chapters not run keep their rows from the page's last record
+        all_rows, runs = merge_with_page(rows, meta, page)
+        if any(m["replicate_seed"] != seed for m in runs):
+            raise ValueError(f"{page.with_suffix('.json')}: replicated at another seed than {seed}; rerun every chapter")
+        atomic_write_json(page.with_suffix(".json"), {"runs": runs, "rows": all_rows}, indent=1)
+        atomic_write_text(page, markdown(all_rows, runs))
     return result

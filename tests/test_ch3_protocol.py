@@ -100,7 +100,8 @@ def test_converged_sentence_names_late_edge_and_cut_choices():
     from fgclip.train.selection import Selection
     sel = dict(lr=1e-3, score=0.5, curves={1e-3: [[0.4, 0.5]]}, seeds=(0, 1), budget=8)
     fine = fp.converged_sentence({"a": Selection(arm="a", epochs=2, **sel)})
-    assert fine == "Every trained arm's best validation epoch came at least 2 epochs before the budget's end (8)."
+    assert fine == ("Every trained arm's best validation epoch at its chosen learning rate came at least 2 epochs "
+                    "before the budget's end (8).")
     text = fp.converged_sentence({"a": Selection(arm="a", epochs=8, converged=False, **sel),
                                   "b": Selection(arm="b", epochs=2, lr_edge="largest", after_stop="lr 0.003, epoch 8",
                                                  **sel)})

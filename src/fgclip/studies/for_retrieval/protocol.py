@@ -292,8 +292,8 @@ def converged_sentence(selections: dict[str, Selection]) -> str:
     first = next(iter(selections.values()))
     late = [a for a, s in selections.items() if not s.converged]
     edge = [f"{a} ({s.lr_edge})" for a, s in selections.items() if s.lr_edge]
-    out = (f"Every trained arm's best validation epoch came at least {first.patience} epochs before the budget's end "
-           f"({first.budget})." if not late else
+    out = (f"Every trained arm's best validation epoch at its chosen learning rate came at least {first.patience} "
+           f"epochs before the budget's end ({first.budget})." if not late else
            f"These arms chose an epoch within the budget's last {first.patience} ({first.budget} in all), so they may "
            f"not have converged: {', '.join(late)}.")
     cut = [f"{a} ({s.after_stop})" for a, s in selections.items() if s.after_stop]

@@ -64,7 +64,8 @@ if "google.colab" in sys.modules:
 
 # %% tags=["parameters"]
 seed: int = 0  # folds, data split, k-means, query init, batch order and the A/A control's seeds all derive from it
-n_seeds: int = 2  # training seeds per fold (seed, seed + 1, ...); the first two are also the selection seeds [at least 1]
+n_seeds: int = 2  # training seeds per fold (seed, seed + 1, ...); the first of them are also selection seeds [at least 1]
+selection_seeds: int = 2  # every trained arm's lr and epochs are chosen on the mean over seeds seed, seed + 1, ... (this many; the A/A's side B on as many of its own) [at least 2]
 a_a_seeds: int = 2  # seeds per side of the A/A negative control (side A: the chapter's seeds, then fresh ones); the falsification says whether its interval fit within the margin at all [at least 1]
 n_folds: int = 8  # the novel split rotates over this many disjoint folds of the drawn categories; one head per fold and seed [at least 2]
 model: str = "toy-rn"  # a toy config or an open_clip ResNet name ("RN50")
@@ -319,7 +320,8 @@ assert torch.allclose(s[0, 0], torch.softmax(torch.tensor([1.0, 0.6, 0.0]), 0)[0
 # of host memory for the images at 224 px. Per fold, {func}`fgclip.studies.for_retrieval.folds.prepare_fold`
 # makes the choices on the validation images and builds the teacher's labels.
 #
-# Every trained arm is trained alike: one grid of learning rates, the same two selection seeds
+# Every trained arm is trained alike: one grid of learning rates, the same selection seeds
+# (`selection_seeds` of them, two by default)
 # and the same budget of `epochs` passes for all of them
 # ({func}`fgclip.studies.for_retrieval.protocol.select_schedules`, through
 # {func}`fgclip.train.selection.select_lr_epochs`, the selection rule of
@@ -345,7 +347,7 @@ del train_images  # the features are all that training reads
 print(f"encoded {len(train_records) + len(eval_records)} images in {time.perf_counter() - t0:.1f} s; "
       f"map {tuple(data.gallery.dense.shape[-2:])}; {len(data.fit_idx)} fit and {len(data.val_idx)} validation images")
 head_kw = dict(n_queries=n_queries, n_layers=n_layers, d_model=d_model, residual=residual, train_out=train_out)
-train_kw, grid = dict(batch_size=batch_size, precision=precision), SelectionGrid(tuple(lrs), (seed, seed + 1), epochs, rule=selection_rule)
+train_kw, grid = dict(batch_size=batch_size, precision=precision), SelectionGrid(tuple(lrs), tuple(seed + k for k in range(selection_seeds)), epochs, rule=selection_rule)
 
 # %% [markdown]
 # The teacher arms of the first fold, as the fold loop builds them
@@ -464,9 +466,9 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 # names: if this setting can show a repair at all, that teacher must beat supervised-only.
 # The negative control is an A/A comparison ({func}`fgclip.studies.for_retrieval.protocol.a_a_seeds`):
 # supervised-only training's whole protocol run twice on disjoint seeds, `a_a_seeds` a side.
-# Side A is the chapter's own (its schedule chosen on the chapter's two selection seeds, its
+# Side A is the chapter's own (its schedule chosen on the chapter's selection seeds, its
 # runs on the chapter's seeds and then fresh ones); side B chooses its own learning rate and
-# epochs on two selection seeds of its own and trains on its own seeds, paired slot by slot
+# epochs on as many selection seeds of its own and trains on its own seeds, paired slot by slot
 # with side A over the same folds. Nothing differs between the sides but the seeds (the
 # selection's included, so the small advantage the selection gives the very seeds it was
 # chosen on is on both sides), and it must come out *equivalent* within the margin; a
@@ -488,7 +490,7 @@ print(forgetting := page.forgetting_sentence(*cv.forgetting, schedules[ff.SUPERV
 fals = verdicts.falsify(cv.repair, cv.positive, cv.negative, effect=verdicts.A_BETTER)
 power, checks = fp.power_check(cv.repair, margin), [fp.power_check(v, margin, null=v is cv.negative) for v in cv.all]  # every verdict's
 display(verdicts.verdict_table([cv.repair, cv.positive, cv.negative]))
-print(fals.sentence(), noise := page.a_a_sentence(cv.negative, [cv.positive, cv.repair]),
+print(fals.sentence(), noise := page.a_a_sentence(cv.negative, [cv.positive, cv.repair], selection_seeds),
       caveat := page.schedule_caveat(schedules, [ff.FOR, ff.SUPERVISED, ff.PLANTED, ff.A_A_B], "the falsification"),
       fp.power_sentence(power), low := page.underpowered_sentence(checks, power, folds, categories, t_train), sep="\n")
 

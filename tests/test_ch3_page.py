@@ -229,3 +229,6 @@ def test_a_a_sentence_sets_the_a_a_half_width_against_the_differences():
     assert "would need at least about 31 seeds a side (its standard error, 0.020 at 2" in sized
     assert sized.endswith("That is a bound, not a promise: the sides' choices of schedule do not average out, and the "
                           "folds keep their share (the critique shows three A/As at twenty seeds a side).")
+    assert "the two selection seeds of each side stay two)" in sized
+    assert "the four selection seeds of each side stay four)" in page.a_a_sentence(
+        replace(aa, standard_error=0.02), [small], selection_seeds=4)

@@ -247,14 +247,18 @@ def underpowered_sentence(checks: Sequence[dict], central: dict, folds: Sequence
             f"category each), which at that rate would leave a half-width of about {at_most:.3f}: {why}.")
 
 
-def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
+def _count(n: int) -> str:
+    return {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 8: "eight"}.get(n, str(n))
+
+
+def a_a_sentence(negative: Verdict, others: Sequence[Verdict], selection_seeds: int = 2) -> str:
     """What the A/A says about the size of the chapter's noise: the half-width of its interval,
     where nothing differs but the seeds (the selection's included), set against the differences
     of ``others`` (a cautious yardstick: those comparisons pair arms trained from the same seeds,
     the A/A arms from different ones); and a lower bound on the seeds a side at which its
     half-width would fit within half the margin: its standard error taken to shrink as
     1/sqrt(seeds) and its t at the normal 1.96, which is smaller than any t of finite degrees of
-    freedom (the two selection seeds of each side stay two, so the sides' schedules do not
+    freedom (the ``selection_seeds`` of each side stay as many, so the sides' schedules do not
     average out)."""
     half = negative.half_width
     n = negative.n_seeds
@@ -270,7 +274,8 @@ def a_a_sentence(negative: Verdict, others: Sequence[Verdict]) -> str:
     need = max(n, int(np.ceil(n * (negative.standard_error * 1.96 / (negative.margin / 2)) ** 2)))
     return out + (f" For its half-width to fit within half the margin (±{negative.margin / 2:g}) the A/A would need at "
                   f"least about {need} seeds a side (its standard error, {negative.standard_error:.3f} at {n}, taken to "
-                  f"shrink as 1/√seeds; the two selection seeds of each side stay two). That is a bound, not a "
+                  f"shrink as 1/√seeds; the {_count(selection_seeds)} selection seeds of each side stay "
+                  f"{_count(selection_seeds)}). That is a bound, not a "
                   f"promise: the sides' choices of schedule do not average out, and the folds keep their share (the "
                   f"critique shows three A/As at twenty seeds a side).")
 

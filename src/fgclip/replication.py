@@ -85,8 +85,8 @@ def merge_with_page(rows: list[dict], meta: dict, page: Path) -> tuple[list[dict
     """This run's rows and meta joined with the page's record (``page`` with suffix .json) for
     the chapters this run did not replicate: a chapter's rows always come from its latest run,
     and each run keeps its date and commit. Returns (rows in chapter order, runs)."""
-    ran = sorted({r["chapter"] for r in rows} | set(meta.get("chapters", [])))
-    runs, kept = [{**meta, "chapters": ran}], []
+    ran = meta["chapters"]  # this run's chapters, sorted (every row's chapter among them)
+    runs, kept = [meta], []
     sidecar = page.with_suffix(".json")
     if sidecar.is_file():
         old = json.loads(sidecar.read_text())

@@ -9,7 +9,7 @@ RESULTS := $(CURDIR)/_build/results
 # jupyter-cache keys on a notebook's code cells only; these inputs change results too
 BOOK_INPUTS := src checkpoints requirements.txt constraints.txt pyproject.toml
 
-.PHONY: book test unit nbval sync clean replicate ch3-a-a
+.PHONY: book test book-tests unit nbval sync clean replicate ch3-a-a
 
 # requirements.txt names the book's environment; constraints.txt pins the exact versions it
 # was tested with; the package itself installs with its dependencies (nothing hidden).
@@ -62,19 +62,32 @@ book: $(STAMP) sync
 	fi
 	mkdir -p $(RESULTS)
 	CI=$${CI:-true} FGCLIP_STATIC_WIDGETS=1 FGCLIP_RESULTS_DIR=$(RESULTS) OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-		$(BIN)/python -m fgclip.book_cache --jobs $(BOOK_JOBS) $(BOOK_ORDER)
+		$(BIN)/python -m fgclip.book_cache --jobs $(BOOK_JOBS) $(BOOK_ORDER) \
+		$${FGCLIP_BOOK_STAGE:+--adopt $$FGCLIP_BOOK_STAGE --inputs $(BOOK_INPUTS)}
 	CI=$${CI:-true} FGCLIP_STATIC_WIDGETS=1 FGCLIP_RESULTS_DIR=$(RESULTS) $(BIN)/jupyter-book build . --all || (cat _build/html/reports/*.log 2>/dev/null; exit 1)
 	test -f _build/html/index.html
 	@for c in $(CHAPTERS); do test -f $(RESULTS)/$$c.json || { echo "make book: $$c wrote no $(RESULTS)/$$c.json"; exit 1; }; done
 	touch _build/.executed
 
 ## Run every test: unit tests, then each chapter notebook under nbval with default parameters.
+## With FGCLIP_BOOK_STAGE=<folder> (.ci/run), nbval also writes each chapter it ran whole there,
+## executed, and its results to _build/results; `make book` then adopts those (fgclip.nbval_stage).
 ## JOBS test processes side by side (pytest-xdist), each test file (each notebook) whole in one
 ## of them, one torch thread each: on 2 cores this takes about 60% of the time of one process.
 JOBS ?= 2
 test: $(STAMP) sync
 	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --durations=15 tests
-	OMP_NUM_THREADS=1 TESTING=1 FGCLIP_STATIC_WIDGETS=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --nbval-lax --nbval-current-env notebooks/
+	mkdir -p $(RESULTS)
+	env $${FGCLIP_BOOK_STAGE:+FGCLIP_RESULTS_DIR=$(RESULTS)} FGCLIP_BOOK_INPUTS="$(BOOK_INPUTS)" \
+		OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TESTING=1 FGCLIP_STATIC_WIDGETS=1 \
+		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile -p fgclip.nbval_stage --nbval-lax --nbval-current-env notebooks/
+
+## The tests that read the built book (_build/html, _build/results): `make test` runs them too,
+## but before `make book` they skip (the browser) or read the committed fixtures (the critiques).
+BOOK_TESTS := tests/test_book_browser.py tests/test_book_results.py tests/test_ch2_critique.py \
+	tests/test_ch3_critique.py tests/test_ch4_critique.py
+book-tests: $(STAMP)
+	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(BOOK_TESTS)
 
 ## Rerun every chapter at a disjoint base seed (fresh toy data and training seeds) and print its
 ## verdicts beside the book's (needs `make book` first); fails when a verdict reverses. Writes

@@ -20,9 +20,9 @@ MAX_LINES = 400
 # A room is a top-level module or package of fgclip ("train"), or one chapter's study
 # ("studies.maximage"); "" is the package root (its __init__: the version).
 LAYERS: list[tuple[str, list[str]]] = [
-    ("entry points", ["__main__", "runner", "replication", "book_cache"]),
+    ("entry points", ["__main__", "runner", "replication", "book_cache", "nbval_stage"]),
     ("studies", ["studies", "studies.stage", "studies.stage_report", "studies.stage_oracle", "studies.maximage", "studies.clip4dm",
-                 "studies.for_retrieval", "studies.decoupling"]),
+                 "studies.for_retrieval", "studies.decoupling", "studies.crosspaper"]),
     ("presentation", ["viz", "reporting"]),
     ("loops and methods", ["train", "methods"]),
     ("evaluation", ["evaluation"]),
@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 ]
 # the command line is the runner's front end; make replicate runs chapters through the runner
 ALLOWED_SIDEWAYS = {("__main__", "runner"), ("__main__", "replication"), ("replication", "runner"),
+                    ("nbval_stage", "book_cache"),  # nbval's plugin stages what the book's cache adopts
                     ("studies.stage_report", "studies.stage"),  # chapter 0's report reads its task names
                     ("studies.stage_oracle", "studies.stage")}  # the oracle's checkpoint holds stage's network
 

@@ -21,8 +21,9 @@ MAX_LINES = 400
 # ("studies.maximage"); "" is the package root (its __init__: the version).
 LAYERS: list[tuple[str, list[str]]] = [
     ("entry points", ["__main__", "runner", "replication", "book_cache", "nbval_stage"]),
+    ("cross-paper study", ["studies.crosspaper"]),  # chapter 5 puts the four chapters' methods on one stage
     ("studies", ["studies", "studies.stage", "studies.stage_report", "studies.stage_oracle", "studies.maximage", "studies.clip4dm",
-                 "studies.for_retrieval", "studies.decoupling", "studies.crosspaper"]),
+                 "studies.for_retrieval", "studies.decoupling"]),
     ("presentation", ["viz", "reporting"]),
     ("loops and methods", ["train", "methods"]),
     ("evaluation", ["evaluation"]),

@@ -3,12 +3,18 @@
 :mod:`fgclip.studies.crosspaper.tasks` reads four tasks (pointing, wrong-word localization,
 category presence, retrieval by name) off three method-independent outputs;
 :mod:`fgclip.studies.crosspaper.adapters` turns each method's native outputs into them, and
-says in ``NOT_APPLICABLE`` why a cell stays empty.
+says in ``NOT_APPLICABLE`` why a cell stays empty; :mod:`fgclip.studies.crosspaper.data` is the
+one shared split (the toy world exported once in every real format and read back through the
+real COCO and FOIL readers) and its frozen features, cached once. This study sits one layer
+above the chapters' studies: it reuses their pieces (chapter 4's square transform and cache).
 """
 from .adapters import ADAPTERS, METHODS, NOT_APPLICABLE, TASKS, NotApplicable, adapter
+from .data import (FoilItem, SharedFeatures, SharedSplit, encode_shared, name_embeddings, read_shared,
+                   shared_root, word_categories)
 from .tasks import (CategoryAP, Localization, NameMaps, NameScores, PointingTrials, WordScores,
                     find_wrong_word, map_points, point_at_names, pointing, presence, retrieval)
 
 __all__ = ["ADAPTERS", "METHODS", "NOT_APPLICABLE", "TASKS", "NotApplicable", "adapter", "CategoryAP",
            "Localization", "NameMaps", "NameScores", "PointingTrials", "WordScores", "find_wrong_word",
-           "map_points", "point_at_names", "pointing", "presence", "retrieval"]
+           "map_points", "point_at_names", "pointing", "presence", "retrieval", "FoilItem", "SharedFeatures",
+           "SharedSplit", "encode_shared", "name_embeddings", "read_shared", "shared_root", "word_categories"]

@@ -96,7 +96,7 @@ test: $(STAMP) sync
 BOOK_TESTS := tests/test_book_browser.py tests/test_book_results.py tests/test_ch2_critique.py \
 	tests/test_ch3_critique.py tests/test_ch4_critique.py
 book-tests: $(STAMP)
-	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile $(BOOK_TESTS)
+	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist load $(BOOK_TESTS)
 
 ## Rerun every chapter at a disjoint base seed (fresh toy data and training seeds) and print its
 ## verdicts beside the book's (needs `make book` first); fails when a verdict reverses. Writes

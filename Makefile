@@ -75,21 +75,18 @@ book: $(STAMP) sync
 ## JOBS test processes side by side (pytest-xdist), each test file (each notebook) whole in one
 ## of them, one torch thread each: on 2 cores this takes about 60% of the time of one process.
 JOBS ?= 2
-# The notebooks in this order, not reordered: pytest-xdist hands each of the 2 workers two files
-# at the start (by default the two with the most cells: ch2+ch1 and ch4+ch3, then ch0), the rest
-# to the first free one. In this order ch1+ch0 and ch3+ch4, then ch2: lanes of about 925 and
-# 936 s at 0d6f928's chapter times (ch1 654, ch3 436, ch4 410, ch0 271, ch2 90 s), against
-# 1015 s for the default (measured nbval: 1196 s there).
-NBVAL_CHAPTER_ORDER := ch1 ch3 ch0 ch4 ch2
-NBVAL_ORDER := $(foreach c,$(NBVAL_CHAPTER_ORDER),$(wildcard notebooks/$(c)_*.ipynb)) \
-	$(filter-out $(foreach c,$(NBVAL_CHAPTER_ORDER),notebooks/$(c)_%),$(wildcard notebooks/ch*.ipynb))
+# The notebooks in make book's order (BOOK_ORDER, the longest first), not reordered by cell count:
+# pytest-xdist's loadfile hands each worker the next notebook in line when the one it runs is
+# down to its last 2 cells, as book_cache's pool does. At 0d6f928's chapter times (ch1 654, ch3
+# 436, ch4 410, ch0 271, ch2 90 s) that is ch1 -> ch0 and ch3 -> ch4 -> ch2, lanes of 925 and
+# 936 s; xdist's default order by cell count (ch2, ch4, ch1, ch3, ch0) ends at 1015 s.
 test: $(STAMP) sync
 	TESTING=1 $(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --durations=15 tests
 	mkdir -p $(RESULTS)
 	env $${FGCLIP_BOOK_STAGE:+FGCLIP_RESULTS_DIR=$(RESULTS)} FGCLIP_BOOK_INPUTS="$(BOOK_INPUTS)" \
 		OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TESTING=1 FGCLIP_STATIC_WIDGETS=1 \
 		$(BIN)/python -m pytest -q -n $(JOBS) --dist loadfile --no-loadscope-reorder -p fgclip.nbval_stage \
-		--nbval-lax --nbval-current-env $(NBVAL_ORDER)
+		--nbval-lax --nbval-current-env $(BOOK_ORDER)
 
 ## The tests that read the built book (_build/html, _build/results): `make test` runs them too,
 ## but before `make book` they skip (the browser) or read the committed fixtures (the critiques).

@@ -164,3 +164,27 @@ def test_bad_parameters_name_themselves(world):
         tr.clip4dm_outputs(stage, test, feats, seeds=(3,))
     with pytest.raises(ValueError, match="'prompt'"):
         tr.name_words(stage.clip, ["circle"], prompt="a circle")
+
+
+def test_the_chapters_settings_copied_here_are_their_notebooks_defaults():
+    """train.py repeats each chapter's grid, budget and head settings (the library cannot read a
+    notebook's parameters cell at run time); this holds the copies to the notebooks."""
+    import inspect
+
+    from fgclip.runner import chapter_defaults, chapter_notebook
+    from fgclip.studies.crosspaper import train as tr
+
+    ch1, ch3, ch4 = (chapter_defaults(chapter_notebook(c)) for c in ("ch1", "ch3", "ch4"))
+    for (lrs, epochs), d in ((tr.CH1_GRID, ch1), (tr.CH3_GRID, ch3), (tr.CH4_GRID, ch4)):
+        assert (list(lrs), epochs) == (d["lrs"], d["epochs"])
+    assert tr.CH1_HEADS == {"batch_size": ch1["batch_size"], "embed_dim": ch1["embed_dim"],
+                            "temperature": ch1["temperature"], "margin": ch1["triplet_margin"],
+                            "score": ch1["score"], "mask_same_text": ch1["mask_same_text"]}
+    assert tr.CH4_FIT == {"gamma_pos": ch4["gamma_pos"], "gamma_neg": ch4["gamma_neg"], "clip": ch4["asl_clip"],
+                          "scalar_lr": ch4["scalar_lr"]}
+    dec, sumclip = inspect.signature(tr.train_decoupling).parameters, inspect.signature(tr.train_sumclip).parameters
+    assert (dec["rank"].default, dec["hand_prompt"].default, dec["batch_size"].default) == \
+        (ch4["rank"], ch4["hand_prompt"], ch4["batch_size"])
+    assert (sumclip["n_queries"].default, sumclip["d_model"].default, sumclip["batch_size"].default,
+            list(sumclip["k_candidates"].default), sumclip["fixed_threshold"].default, sumclip["prompt"].default) == \
+        (ch3["n_queries"], ch3["d_model"], ch3["batch_size"], ch3["k_candidates"], ch3["fixed_threshold"], ch3["prompt"])

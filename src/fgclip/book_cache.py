@@ -46,10 +46,10 @@ def inputs_fingerprint(inputs: Sequence[str | Path], root: str | Path = ".") -> 
         files += [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
     digest = hashlib.sha256()
     for f in sorted(set(files)):
-        rel = f.relative_to(root).as_posix()
-        if f.suffix == ".pyc" or any(part.endswith(_NOT_INPUTS) for part in f.relative_to(root).parts):
+        rel = f.relative_to(root)
+        if f.suffix == ".pyc" or any(part.endswith(_NOT_INPUTS) for part in rel.parts):
             continue
-        digest.update(rel.encode() + b"\0" + f.read_bytes() + b"\0")
+        digest.update(rel.as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -19,7 +19,6 @@ cached once per (model, weights digest, root, split and size, transform).
 """
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ...datasets import DatasetFormatError, read_coco_split, read_foil_split
 from ...datasets.boxes import Box
 from ...evaluation import encode_texts
 from ...methods.sumclip import PoolMemory, pool_memory
+from ...metrics.misalignment import normalise_word
 from ...models import encode_image_dense, encode_image_rows
 from ...toyworld import SPLITS, ToyWorldConfig
 from ...toyworld.cache import toy_export
@@ -97,15 +97,11 @@ def shared_root(data_root: str | Path, world: ToyWorldConfig | None, seed: int,
 
 
 # --------------------------------------------------------------------------- the split
-def _clean(word: str) -> str:
-    return word.strip(string.punctuation).lower()
-
-
 def word_categories(words: Sequence[str], categories: Sequence[str]) -> tuple[str | None, ...]:
     """Per word, the category it names (every word of a multi-word name, longest name first,
     compared without surrounding punctuation and case), None for a word that names none.
     Exact names only: a plural ("circles") names nothing."""
-    clean = [_clean(w) for w in words]
+    clean = [normalise_word(w) for w in words]  # chapter 2's comparison of words
     names = sorted(((c, c.lower().split()) for c in categories), key=lambda x: -len(x[1]))
     out: list[str | None] = [None] * len(words)
     for j in range(len(words)):  # left to right: a word inside an earlier name is taken

@@ -26,11 +26,11 @@ import torch
 from ...metrics.misalignment import localization_accuracy, most_negative
 from ...metrics.multilabel import per_class_ap
 from ...metrics.object_retrieval import average_precision_at_k
-from ...metrics.pointing import argmax_point, box_coverage, pointing_hit, resized_argmax_point
+from ...metrics.pointing import box_coverage, pointing_hit
+from ..maximage.heads import rule_of
 
 Box = tuple[float, float, float, float]
 Point = tuple[float, float]
-POINT_RULES = {"resized": (resized_argmax_point, True), "cell-centre": (argmax_point, False)}
 
 
 def _numpy(x, name: str) -> np.ndarray:
@@ -132,9 +132,7 @@ def map_points(maps: NameMaps, image_hw: tuple[int, int], rule: str = "resized")
     "resized" (MultiGrounding, chapter 1: the argmax pixel of the bilinearly resized map,
     :func:`fgclip.metrics.pointing.resized_argmax_point`) or "cell-centre" (the centre of the
     argmax cell, :func:`fgclip.metrics.pointing.argmax_point`)."""
-    if rule not in POINT_RULES:
-        raise ValueError(f"rule must be one of {list(POINT_RULES)}, got {rule!r}")
-    read = POINT_RULES[rule][0]
+    read = rule_of(rule)[0]  # chapter 1's rules (fgclip.studies.maximage.heads.POINT_RULES)
     return {n: read(m, image_hw) for n, m in zip(maps.names, maps.maps)}
 
 
@@ -176,7 +174,7 @@ def point_at_names(maps: Sequence[NameMaps], boxes: Sequence[Mapping[str, Sequen
     if len(maps) != len(image_hws):
         raise ValueError(f"maps has {len(maps)} images but image_hws {len(image_hws)}")
     points = [map_points(m, hw, rule) for m, hw in zip(maps, image_hws)]
-    return pointing(points, boxes, image_hws, POINT_RULES[rule][1], tolerance, min_box_area)
+    return pointing(points, boxes, image_hws, rule_of(rule)[1], tolerance, min_box_area)
 
 
 # -------------------------------------------------------------------------- misalignment

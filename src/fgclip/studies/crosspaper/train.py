@@ -48,10 +48,13 @@ from ..maximage import arms as ma, data as mdata, heads as mh, init_census as mi
 from .adapters import name_texts
 from .data import SharedFeatures, SharedSplit, encode_shared, name_embeddings, read_shared
 
-# each chapter's grid and budget, as its notebook sets them (lrs, epochs)
+# each chapter's grid and budget, as its notebook sets them (lrs, epochs), and the head settings
+# copied from its parameters cell (tests/test_ch5_train.py holds them to runner.chapter_defaults)
 CH1_GRID = ((1e-3, 3e-3, 1e-2), 18)  # periods of one pass over the fit images
 CH3_GRID = ((1e-4, 3e-4, 1e-3, 3e-3), 10)
 CH4_GRID = ((1e-3, 1e-2, 1e-1), 12)
+CH1_HEADS = dict(batch_size=64, embed_dim=64, temperature=0.1, margin=0.2, score="cosine", mask_same_text=True)
+CH4_FIT = dict(gamma_pos=1.0, gamma_neg=2.0, clip=0.05, scalar_lr=0.1)
 SELECTION_SEEDS = 2  # lr and epochs chosen on the mean over the first two seeds
 
 
@@ -187,8 +190,7 @@ def train_maximage(stage: Stage, root: str | Path, n_test: int, seeds: Sequence[
         raise ValueError(f"parameter 'census_seeds': bias_init 'select' needs an int >= 1, got {census_seeds!r}")
     data = maximage_splits(stage, root, n_test, word_kind)
     t0 = time.perf_counter()
-    base = mh.TrainConfig(batch_size=64, embed_dim=64, temperature=0.1, margin=0.2, score="cosine",
-                          mask_same_text=True, device=stage.device, precision="fp32")
+    base = mh.TrainConfig(**CH1_HEADS, device=stage.device, precision="fp32")
     period = ma.pass_steps(data, base.batch_size)
     census = None
     if bias_init == "select":
@@ -251,8 +253,7 @@ def train_decoupling(stage: Stage, seeds: Sequence[int] = (0, 1), rho: float = 1
     tau = 1.0 / float(clip.model.logit_scale.detach().exp())
     make = dheads.head_maker(clip, "", hand_prompt, tau, rank, 0)(list(stage.train.categories))
     feats = Features(stage.feats.dense, stage.feats.pooled)
-    cfg = dheads.FitConfig(batch_size=batch_size, gamma_pos=1.0, gamma_neg=2.0, clip=0.05, device=stage.device,
-                           precision="fp32", scalar_lr=0.1)
+    cfg = dheads.FitConfig(batch_size=batch_size, **CH4_FIT, device=stage.device, precision="fp32")
     trainer = _KeepingTrainer(make, feats.subset(fit_idx), feats.subset(val_idx), feats.subset(val_idx), cfg)
     targets = {s: partial_targets(labels, known_masks(labels.shape, [rho], s)[float(rho)]) for s in seeds}
     split = lambda m: (targets[m.seed][fit_idx], targets[m.seed][val_idx])  # noqa: E731

@@ -165,6 +165,23 @@ def test_maximage_misalignment():
     np.testing.assert_array_equal(find_wrong_word([out, out], [2, 0]).correct, [1.0, 0.0])
 
 
+def test_maximage_adapters_read_given_image_vectors():
+    """``vectors=`` (the caller's image_vectors, computed once per seed) is used, not recomputed:
+    the same values when they are the image's own, other values when they are another image's."""
+    heads, feats = identity_heads("cosine"), scene()
+    v = heads.image_vectors(feats).detach()  # (N, E, h, w)
+    words = {n: WORDS[n] for n in ("circle", "square")}
+    own = ad.maximage_name_maps(heads, feats[2], words, vectors=v[2])
+    np.testing.assert_allclose(own.maps, ad.maximage_name_maps(heads, feats[2], words).maps, atol=1e-6)
+    other = ad.maximage_name_maps(heads, feats[2], words, vectors=v[0])
+    np.testing.assert_allclose(other.maps, ad.maximage_name_maps(heads, feats[0], words).maps, atol=1e-6)
+    x = torch.eye(3)
+    np.testing.assert_allclose(ad.maximage_word_scores(heads, feats[2], x, NAMES, vectors=v[2]).scores,
+                               ad.maximage_word_scores(heads, feats[2], x, NAMES).scores, atol=1e-6)
+    np.testing.assert_allclose(ad.maximage_word_scores(heads, feats[2], x, NAMES, vectors=v[0]).scores,
+                               ad.maximage_word_scores(heads, feats[0], x, NAMES).scores, atol=1e-6)
+
+
 @pytest.mark.parametrize("task", ["presence", "retrieval"])
 def test_maximage_presence_and_retrieval(task):
     heads = identity_heads("dot")

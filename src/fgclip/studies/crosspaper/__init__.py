@@ -6,7 +6,11 @@ category presence, retrieval by name) off three method-independent outputs;
 says in ``NOT_APPLICABLE`` why a cell stays empty; :mod:`fgclip.studies.crosspaper.data` is the
 one shared split (the toy world exported once in every real format and read back through the
 real COCO and FOIL readers) and its frozen features, cached once; :mod:`fgclip.studies.crosspaper.train`
-trains each chapter's method on it once per seed with the chapter's own code and selection. This study sits one layer
+trains each chapter's method on it once per seed with the chapter's own code and selection;
+:mod:`fgclip.studies.crosspaper.evaluate` scores every method and reference unit by unit,
+:mod:`fgclip.studies.crosspaper.judge` compares each method with the frozen CLIP's reading of each task
+through planted controls, and :mod:`fgclip.studies.crosspaper.findings` writes the closing
+sentences from those verdicts. This study sits one layer
 above the chapters' studies: it reuses their pieces (chapter 4's square transform and cache).
 """
 from .adapters import ADAPTERS, METHODS, NOT_APPLICABLE, TASKS, NotApplicable, adapter

@@ -70,28 +70,30 @@ def _index(categories: Sequence[str], names: Sequence[str], name: str) -> list[i
 # --------------------------------------------------------------------- MaxImage (ch1)
 @torch.no_grad()
 def maximage_name_maps(heads: MaxImageHeads, feats: torch.Tensor, name_words: Mapping[str, torch.Tensor],
-                       mode: str = "vector") -> NameMaps:
+                       mode: str = "vector", vectors: torch.Tensor | None = None) -> NameMaps:
     """Pointing: name c's map M_c[r, q] = <v_{r,q}, t_c>, t_c = f_text((1/n) sum_w x_w) over the
     name's words ("vector"), or the mean of its standardised word maps ("maps"), as
     :func:`fgclip.methods.maximage.phrase_map` defines them.
-    feats (Di, h, w): one image's frozen features; name_words[c] (n_c, Dt): c's word features."""
+    feats (Di, h, w): one image's frozen features; name_words[c] (n_c, Dt): c's word features;
+    ``vectors`` (E, h, w): ``heads.image_vectors(feats[None])[0]`` when the caller has it already."""
     if feats.ndim != 3 or not name_words:
         raise ValueError(f"feats must be one image's (Di, h, w) and name_words non-empty, got {tuple(feats.shape)}")
-    v = heads.image_vectors(feats[None])[0]  # (E, h, w)
+    v = heads.image_vectors(feats[None])[0] if vectors is None else vectors  # (E, h, w)
     maps = [phrase_map(heads, v, x, mode) for x in name_words.values()]  # C x (h, w)
     return NameMaps(tuple(name_words), torch.stack(maps))
 
 
 @torch.no_grad()
 def maximage_word_scores(heads: MaxImageHeads, feats: torch.Tensor, word_feats: torch.Tensor,
-                         words: Sequence[str]) -> WordScores:
+                         words: Sequence[str], vectors: torch.Tensor | None = None) -> WordScores:
     """Misalignment: score_d = max_{r,q} m_{r,q,d}, m = <v_{r,q}, t_d> (the co-localization
     volume): word d's best region. Their mean over d is the MaxImage score S(I, T).
-    feats (Di, h, w): one image; word_feats (L, Dt): the caption's frozen word features."""
+    feats (Di, h, w): one image; word_feats (L, Dt): the caption's frozen word features;
+    ``vectors`` (E, h, w): the image's ``heads.image_vectors``, when the caller has them already."""
     if feats.ndim != 3 or word_feats.ndim != 2 or len(word_feats) != len(words):
         raise ValueError(f"need feats (Di, h, w) and word_feats (L, Dt) with L = len(words) = {len(words)}, "
                          f"got {tuple(feats.shape)} and {tuple(word_feats.shape)}")
-    v = heads.image_vectors(feats[None])  # (1, E, h, w)
+    v = heads.image_vectors(feats[None]) if vectors is None else vectors[None]  # (1, E, h, w)
     t = heads.word_vectors(word_feats)[None]  # (1, L, E)
     m = colocalization_volume(v, t)[0, 0]  # (P, L)
     return WordScores(tuple(words), m.max(dim=0).values)

@@ -1,0 +1,129 @@
+"""Chapter 5's verdicts: each method against the frozen CLIP's own reading of every task, read
+through planted controls, and against the strongest cheap baseline.
+
+For a filled cell (method m, task t) with scores A[s, u] and the frozen CLIP's reading B[s, u]
+of the same units (CLIP dense similarity, leave-one-word-out, zero-shot, CLIP global), the
+transfer test is :func:`fgclip.verdicts.compare` (A, B) with the task's margin m_t, its units
+clustered by image for pointing and misalignment. Its two controls reuse the test's own noise:
+
+    P[s, u] = A[s, u] + (mean(B) + delta - mean(A))     positive: an effect delta = 2 m_t planted
+    N[s, u] = A[s, u] + (mean(B) - mean(A))             negative: the effect removed   (eq-ch5-controls)
+
+P - B and N - B are the test's differences, seed by seed and unit by unit, re-centred at
+delta and at 0 (chapter 1's :func:`fgclip.studies.maximage.evaluation.planted_effect_scores`,
+here also at 0). The positive control fires when the comparison resolves an effect of two
+margins; the negative passes only as 'equivalent', when the interval fits inside +-m_t. When
+either fails the cell's conclusion is 'the test cannot decide here'
+(:func:`fgclip.verdicts.falsify`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ... import verdicts as V
+from .adapters import METHODS, TASKS
+from .evaluate import OWN_TASK, UNITS
+
+CLIP_READING = {"pointing": "CLIP dense similarity", "misalignment": "leave-one-word-out",
+                "presence": "zero-shot", "retrieval": "CLIP global"}
+BASELINE = {"pointing": "object pointer", "misalignment": "random content word",
+            "presence": "linear probe", "retrieval": "Cluster-CLIP"}
+PLANTED_MARGINS = 2.0  # delta = 2 m_t
+
+
+def recentred(arm: np.ndarray, comparator: np.ndarray, effect: float) -> np.ndarray:
+    """eq-ch5-controls: the arm's (S, U) scores moved by one constant so that their mean lies
+    ``effect`` (>= 0) above the comparator's."""
+    a, b = np.asarray(arm, float), np.asarray(comparator, float)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"recentred: arm and comparator must be (n_seeds, n_units) of one shape, got {a.shape}, {b.shape}")
+    if not effect >= 0:
+        raise ValueError(f"recentred: effect must be >= 0, got {effect}")
+    return a + (np.nanmean(b) + effect - np.nanmean(a))
+
+
+class Judge:
+    """Compares arms on one task's units with the task's margin, clusters and seeds."""
+
+    def __init__(self, scores: Mapping[str, Mapping[str, np.ndarray]], clusters: Mapping[str, np.ndarray | None],
+                 margins: Mapping[str, float], seed: int = 0) -> None:
+        missing = [t for t in TASKS if t not in margins or not margins[t] > 0]
+        if missing:
+            raise ValueError(f"parameter 'margins' needs a margin > 0 for tasks {missing}, got {dict(margins)}")
+        self.scores, self.clusters, self.margins, self.seed = scores, clusters, dict(margins), seed
+
+    def compare(self, a: str, b: str, task: str, claim: str, x=None, y=None) -> V.Verdict:
+        x = self.scores[a][task] if x is None else x
+        y = self.scores[b][task] if y is None else y
+        unit, cluster_unit = UNITS[task]
+        return V.compare(x, y, claim=claim, arms=(a, b), unit=unit, clusters=self.clusters[task],
+                         cluster_unit=cluster_unit, seed=self.seed, margin=self.margins[task])
+
+    def transfer(self, method: str, task: str) -> V.Falsification:
+        """The method against the frozen CLIP's reading of ``task``, through eq-ch5-controls."""
+        ref = CLIP_READING[task]
+        a, b, m = self.scores[method][task], self.scores[ref][task], self.margins[task]
+        test = self.compare(method, ref, task, f"{method} vs {ref} on {task}")
+        pos = self.compare(f"{method} + planted {PLANTED_MARGINS:g} margins", ref, task,
+                           f"planted effect on {task}", recentred(a, b, PLANTED_MARGINS * m), b)
+        neg = self.compare(f"{method} re-centred", ref, task, f"planted null on {task}", recentred(a, b, 0.0), b)
+        return V.falsify(test, pos, neg)
+
+    def cell_interval(self, arm: str, task: str) -> V.Verdict:
+        """The arm's own mean and interval (seeds and clustered units, eq-verdict-se), as its
+        comparison with a zero arm."""
+        x = self.scores[arm][task]
+        return self.compare(arm, "zero", task, f"{arm} on {task}", x, np.where(np.isnan(x), np.nan, 0.0))
+
+
+def judge_all(judge: Judge, methods: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, list]:
+    """Every filled cell's transfer test (with controls), its comparison with the task's
+    cheap baseline, and the stage's own comparison (the CLIP reading vs the baseline)."""
+    transfer, baseline = [], []
+    for method in METHODS:
+        for task in TASKS:
+            if task in methods.get(method, {}):
+                transfer.append(judge.transfer(method, task))
+                baseline.append(judge.compare(method, BASELINE[task], task, f"{method} vs {BASELINE[task]} on {task}"))
+    stage = [judge.compare(CLIP_READING[t], BASELINE[t], t, f"{CLIP_READING[t]} vs {BASELINE[t]} on {t}") for t in TASKS]
+    return {"transfer": transfer, "baseline": baseline, "stage": stage}
+
+
+def conclusion_word(f: V.Falsification) -> str:
+    """'better', 'worse', 'equivalent', 'cannot tell' or 'cannot decide' for a transfer test."""
+    if not f.controls_pass:
+        return "cannot decide"
+    return {V.A_BETTER: "better", V.B_BETTER: "worse", V.EQUIVALENT: "equivalent",
+            V.CANNOT_TELL: "cannot tell"}[f.test.verdict]
+
+
+def transfer_table(transfer: list[V.Falsification]) -> pd.DataFrame:
+    """method x task: the transfer test's conclusion against the CLIP reading ('own' marks the
+    method's own paper's task), '-' where the cell is empty."""
+    rows = {m: {t: "-" for t in TASKS} for m in METHODS}
+    for f in transfer:
+        method, task = f.test.arms[0], f.test.claim.rsplit(" on ", 1)[1]
+        word = conclusion_word(f)
+        rows[method][task] = f"{word} (own)" if OWN_TASK[method] == task else word
+    return pd.DataFrame(rows).T[list(TASKS)]
+
+
+def findings(transfer: list[V.Falsification]) -> dict[str, dict]:
+    """Per method: its own task's conclusion, and the other tasks grouped by conclusion (the
+    closing section's sentences are built from this record, nothing else)."""
+    out = {m: {"own task": OWN_TASK[m], "own": None, "better": [], "worse": [], "equivalent": [],
+               "cannot tell": [], "cannot decide": []} for m in METHODS}
+    for f in transfer:
+        method, task = f.test.arms[0], f.test.claim.rsplit(" on ", 1)[1]
+        word = conclusion_word(f)
+        if task == OWN_TASK[method]:
+            out[method]["own"] = word
+        else:
+            out[method][word].append(task)
+    for m, rec in out.items():
+        rec["transfers"] = bool(rec["better"])
+        rec["specific"] = rec["own"] == "better" and not rec["better"]
+    return out

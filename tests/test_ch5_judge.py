@@ -1,0 +1,193 @@
+"""Chapter 5's verdicts on synthetic (S, U) scores whose truth is planted: the transfer test and
+its two controls (eq-ch5-controls) must conclude when the noise allows it, and must FAIL on
+purpose (so that the cell reads 'cannot decide') when the units or the seeds are too noisy.
+
+Scores: a reference B[s, u] = b_u (a deterministic CLIP reading, the same row for every seed) and
+an arm A[s, u] = b_u + effect + unit noise + a per-seed offset, with margin m = 0.05 on every task;
+pointing's 160 units sit 4 to an image (clustered), misalignment's 120 3 to an image, presence's
+and retrieval's 32 categories stand alone, as on the real bench.
+"""
+import numpy as np
+import pytest
+
+from fgclip import verdicts as V
+from fgclip.studies.crosspaper import judge as jd
+from fgclip.studies.crosspaper.adapters import METHODS, TASKS
+
+M = 0.05
+MARGINS = {t: M for t in TASKS}
+UNITS = {"pointing": 160, "misalignment": 120, "presence": 32, "retrieval": 32}
+CLUSTERS = {"pointing": np.repeat(np.arange(40), 4), "misalignment": np.repeat(np.arange(40), 3),
+            "presence": None, "retrieval": None}
+S = 3
+
+
+def arm(task: str, effect: float, unit_sd: float = 0.01, seed_offsets=(0.0, 0.0, 0.0), seed: int = 0):
+    """(A, B): the arm and the CLIP reading on ``task``'s units, A - B = effect + noise."""
+    rng = np.random.default_rng(seed)
+    b = np.repeat(rng.uniform(0, 1, UNITS[task])[None], S, axis=0)  # (S, U)
+    a = b + effect + unit_sd * rng.standard_normal(b.shape) + np.asarray(seed_offsets, float)[:, None]
+    return a, b
+
+
+def transfer(task: str, method: str = "maximage", **kw) -> V.Falsification:
+    a, b = arm(task, **kw)
+    return jd.Judge({method: {task: a}, jd.CLIP_READING[task]: {task: b}}, CLUSTERS, MARGINS).transfer(method, task)
+
+
+# ------------------------------------------------------------------------------ recentred
+def test_recentred_puts_the_mean_exactly_effect_above_the_comparator():
+    """mean(result) - mean(comparator) = effect, NaN skipped in both; each unit moved by one constant."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0.3, 0.2, (3, 7)), rng.normal(0.6, 0.1, (3, 7))
+    a[:, 2] = b[:, 2] = np.nan
+    for effect in (0.0, 0.1, 2.5):
+        r = jd.recentred(a, b, effect)
+        assert np.nanmean(r) - np.nanmean(b) == pytest.approx(effect, abs=1e-12)
+        shift = (r - a)[~np.isnan(a)]
+        np.testing.assert_allclose(shift, shift[0], atol=1e-12)
+        assert np.isnan(r[:, 2]).all()
+
+
+def test_recentred_refuses_a_negative_effect_and_mismatched_shapes():
+    """effect < 0 (or NaN), shapes that differ, and 1-D scores raise."""
+    a = np.zeros((2, 4))
+    for effect in (-0.01, np.nan):
+        with pytest.raises(ValueError, match="effect"):
+            jd.recentred(a, a, effect)
+    with pytest.raises(ValueError, match="shape"):
+        jd.recentred(a, np.zeros((2, 5)), 0.0)
+    with pytest.raises(ValueError, match="shape"):
+        jd.recentred(np.zeros(4), np.zeros(4), 0.0)
+
+
+def test_judge_refuses_missing_or_non_positive_margins():
+    """A task without a margin, or with a margin <= 0 (or NaN), raises naming 'margins'."""
+    for bad in ({t: M for t in TASKS[:3]}, {**MARGINS, "presence": 0.0}, {**MARGINS, "retrieval": -0.1},
+                {**MARGINS, "pointing": np.nan}):
+        with pytest.raises(ValueError, match="'margins'"):
+            jd.Judge({}, CLUSTERS, bad)
+
+
+# ---------------------------------------------------------------- controls that can fail
+@pytest.mark.parametrize("task", TASKS)
+def test_no_true_effect_at_low_noise_is_equivalent_with_both_controls_passing(task):
+    """(a) effect 0, low noise: 'equivalent', the planted 2m fires, the planted null stays quiet."""
+    f = transfer(task, effect=0.0)
+    assert f.test.verdict == V.EQUIVALENT and f.positive_passed and f.negative_passed and f.controls_pass
+    assert jd.conclusion_word(f) == "equivalent" and f.conclusion == f.test.outcome
+    assert f.test.arms == ("maximage", jd.CLIP_READING[task]) and f.test.margin == M
+    assert f.positive.difference == pytest.approx(jd.PLANTED_MARGINS * M, abs=1e-12)
+    assert f.negative.difference == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_true_effect_of_three_margins_at_low_noise_is_better(task):
+    """(b) effect +3m, low noise: 'A better', controls pass, the word is 'better' ('worse' for -3m)."""
+    f = transfer(task, effect=3 * M)
+    assert f.test.verdict == V.A_BETTER and f.controls_pass and jd.conclusion_word(f) == "better"
+    g = transfer(task, effect=-3 * M)
+    assert g.test.verdict == V.B_BETTER and g.controls_pass and jd.conclusion_word(g) == "worse"
+
+
+def test_the_clusters_and_units_of_the_task_reach_the_comparison():
+    """Pointing's 160 trials are resampled as 40 images; presence's 32 categories each alone."""
+    f, g = transfer("pointing", effect=0.0), transfer("presence", effect=0.0)
+    assert (f.test.n_units, f.test.n_clusters, f.test.unit) == (160, 40, "(image, name) trials")
+    assert (g.test.n_units, g.test.n_clusters, g.test.unit) == (32, 32, "categories")
+    assert f.negative.n_clusters == f.positive.n_clusters == 40
+
+
+@pytest.mark.parametrize("noise", [{"unit_sd": 0.5}, {"unit_sd": 0.001, "seed_offsets": (-0.03, 0.0, 0.03)}],
+                         ids=["noisy units", "noisy seeds"])
+def test_too_much_noise_makes_the_negative_control_fail_and_the_cell_undecided(noise):
+    """(c) an interval wider than +-m but narrower than 2m: the test itself says 'A better' on a
+    true +3m and the planted 2m still fires, yet the planted null cannot be shown equivalent, so
+    the controls fail and the cell reads 'cannot decide'."""
+    f = transfer("pointing", effect=3 * M, **noise)
+    assert M < f.negative.half_width < jd.PLANTED_MARGINS * M  # the regime this case is about
+    assert f.test.verdict == V.A_BETTER and f.positive_passed
+    assert f.negative.verdict != V.EQUIVALENT and not f.negative_passed and not f.controls_pass
+    assert jd.conclusion_word(f) == "cannot decide" and f.conclusion == V.CANNOT_DECIDE
+
+
+@pytest.mark.parametrize("noise", [{"unit_sd": 3.0}, {"unit_sd": 0.001, "seed_offsets": (-0.3, 0.0, 0.3)}],
+                         ids=["noisy units", "noisy seeds"])
+def test_noise_beyond_two_margins_keeps_the_positive_control_from_firing(noise):
+    """(d) an interval wider than the planted 2m: the positive control does not fire either."""
+    f = transfer("pointing", effect=0.0, **noise)
+    assert f.negative.half_width > jd.PLANTED_MARGINS * M
+    assert not f.positive_passed and not f.negative_passed and jd.conclusion_word(f) == "cannot decide"
+
+
+# ---------------------------------------------------------------------- the whole table
+EFFECTS = {  # method -> task -> (effect, unit sd); sumclip left out: its row is all '-'
+    "maximage": {"pointing": (3 * M, 0.01), "misalignment": (0.0, 0.01), "presence": (0.0, 0.01),
+                 "retrieval": (0.0, 3.0)},
+    "clip4dm": {"misalignment": (3 * M, 0.01), "presence": (-3 * M, 0.01)},
+    "decoupling": {"pointing": (0.0, 0.01), "misalignment": (-3 * M, 0.01), "presence": (3 * M, 0.01),
+                   "retrieval": (3 * M, 0.01)},
+}
+
+
+@pytest.fixture(scope="module")
+def table():
+    """judge_all over synthetic scores: every CLIP reading and baseline, three of the four methods."""
+    scores = {}
+    for k, t in enumerate(TASKS):
+        b = arm(t, 0.0, seed=100 + k)[1]
+        scores[jd.CLIP_READING[t]] = {t: b}
+        scores[jd.BASELINE[t]] = {t: b - 0.2}  # the baseline well below the CLIP reading
+    methods = {m: {t: arm(t, e, sd, seed=100 + TASKS.index(t))[0] for t, (e, sd) in cells.items()}
+               for m, cells in EFFECTS.items()}
+    for m, cells in methods.items():
+        scores[m] = cells
+    return jd.judge_all(jd.Judge(scores, CLUSTERS, MARGINS), methods)
+
+
+def test_judge_all_gives_one_transfer_and_one_baseline_per_filled_cell_and_four_stage_verdicts(table):
+    """10 filled cells -> 10 Falsifications and 10 baseline Verdicts, in method then task order; 4 stage."""
+    cells = [(m, t) for m in METHODS for t in TASKS if t in EFFECTS.get(m, {})]
+    assert len(cells) == 10 and len(table["transfer"]) == len(table["baseline"]) == len(cells)
+    for (m, t), f, v in zip(cells, table["transfer"], table["baseline"]):
+        assert isinstance(f, V.Falsification) and f.test.arms == (m, jd.CLIP_READING[t])
+        assert isinstance(v, V.Verdict) and v.arms == (m, jd.BASELINE[t]) and v.claim.endswith(f" on {t}")
+    stage = table["stage"]
+    assert [v.arms for v in stage] == [(jd.CLIP_READING[t], jd.BASELINE[t]) for t in TASKS]
+    assert all(v.verdict == V.A_BETTER and v.difference == pytest.approx(0.2) for v in stage)
+
+
+def test_transfer_table_marks_the_own_task_and_empty_cells(table):
+    """Each cell's conclusion word, '(own)' on the method's paper's task, '-' where not asked."""
+    tab = jd.transfer_table(table["transfer"])
+    assert list(tab.index) == list(METHODS) and list(tab.columns) == list(TASKS)
+    assert tab.loc["maximage"].tolist() == ["better (own)", "equivalent", "equivalent", "cannot decide"]
+    assert tab.loc["clip4dm"].tolist() == ["-", "better (own)", "worse", "-"]
+    assert tab.loc["sumclip"].tolist() == ["-"] * 4
+    assert tab.loc["decoupling"].tolist() == ["equivalent", "worse", "better (own)", "better"]
+
+
+def test_findings_group_other_tasks_and_call_a_method_specific_or_transferring(table):
+    """Better on its own task only -> specific, not transfers; better elsewhere -> transfers."""
+    rec = jd.findings(table["transfer"])
+    mx, c4, dec, sc = rec["maximage"], rec["clip4dm"], rec["decoupling"], rec["sumclip"]
+    assert (mx["own"], mx["equivalent"], mx["cannot decide"], mx["better"]) == \
+        ("better", ["misalignment", "presence"], ["retrieval"], [])
+    assert mx["specific"] and not mx["transfers"]
+    assert (c4["own"], c4["worse"], c4["specific"], c4["transfers"]) == ("better", ["presence"], True, False)
+    assert (dec["own"], dec["better"], dec["worse"], dec["equivalent"]) == \
+        ("better", ["retrieval"], ["misalignment"], ["pointing"])
+    assert dec["transfers"] and not dec["specific"]
+    assert sc["own"] is None and not sc["transfers"] and not sc["specific"] and sc["own task"] == "retrieval"
+
+
+# ------------------------------------------------------------------------ one arm alone
+@pytest.mark.parametrize("task", ["pointing", "presence"])
+def test_cell_interval_is_the_arms_mean_with_its_interval(task):
+    """The comparison with a zero arm: difference = the arm's mean (NaN units skipped), inside its CI."""
+    x = arm(task, 0.0, unit_sd=0.2)[0]
+    x[:, 3] = np.nan  # a unit no seed scored (a category without a positive)
+    v = jd.Judge({"sumclip": {task: x}}, CLUSTERS, MARGINS).cell_interval("sumclip", task)
+    assert v.difference == pytest.approx(np.nanmean(x), abs=1e-12) and v.mean_b == 0.0
+    assert v.ci_low < v.difference < v.ci_high and v.arms == ("sumclip", "zero")
+    assert v.n_units == UNITS[task] - 1

@@ -47,8 +47,8 @@ BOOK_JOBS ?= 2
 # ch3 353, ch4 303, ch0 182, ch2 61 s) the order ch1 ch3 ch0 ch4 ch2 ended its lanes at 703 and 839 s; in
 # this order ch4 follows ch3 (656 s), ch0 follows ch1 (824 s) and ch2 ch4 (717 s); `make book` on that
 # clone at 4702770 (venv in place): chapters 809 s, 815 s in all
-# ch5 (issue 36, about 270 s on 2026-12-07's slower host) goes third: at 0d6f928's times the lanes become
-# ch1 -> ch4 and ch3 -> ch5 -> ch0 -> ch2 (about 1060 s) instead of adding it last to either lane
+# ch5 (issue 36, about 270 s on 2026-12-07's slower host, ~170 s at 0d6f928's speed) goes third: at 0d6f928's
+# times the lanes become ch1 -> ch0 -> ch2 (1015 s) and ch3 -> ch5 -> ch4 (1016 s)
 BOOK_CHAPTER_ORDER := ch1 ch3 ch5 ch4 ch0 ch2
 BOOK_ORDER := $(foreach c,$(BOOK_CHAPTER_ORDER),$(wildcard notebooks/$(c)_*.ipynb)) \
 	$(filter-out $(foreach c,$(BOOK_CHAPTER_ORDER),notebooks/$(c)_%),$(wildcard notebooks/ch*.ipynb))

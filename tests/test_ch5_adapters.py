@@ -228,10 +228,11 @@ def test_clip4dm_presence_is_clipscore():
     assert_ap(lambda t: presence(scores, t), [0.25, 0.25])
 
 
-def test_clip4dm_retrieval_is_a_dash_with_its_reason():
-    assert set(ad.NOT_APPLICABLE) == {("clip4dm", "retrieval")}
-    with pytest.raises(ad.NotApplicable, match="CLIPScore"):
-        ad.adapter("clip4dm", "retrieval")
+def test_clip4dm_presence_and_retrieval_are_dashes_with_their_reason():
+    assert set(ad.NOT_APPLICABLE) == {("clip4dm", "presence"), ("clip4dm", "retrieval")}
+    for task in ("presence", "retrieval"):
+        with pytest.raises(ad.NotApplicable, match="CLIPScore"):
+            ad.adapter("clip4dm", task)
     with pytest.raises(ValueError, match="method"):
         ad.adapter("gradcam", "pointing")
     filled = {(m, t) for m in ad.METHODS for t in ad.TASKS} - set(ad.NOT_APPLICABLE)

@@ -162,12 +162,13 @@ def test_score_names_ap_in_the_benchs_order_nan_without_positives(bench):
     assert ap[0] == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 3)
 
 
-def test_cell_reasons_are_exactly_the_two_empty_cells():
-    """clip4dm x retrieval: the adapters' reason; clip4dm x pointing: this stage's (a ViT); else None."""
-    assert ev.cell_reason("clip4dm", "retrieval") == ad.NOT_APPLICABLE[("clip4dm", "retrieval")]
+def test_cell_reasons_are_exactly_the_three_empty_cells():
+    """clip4dm x presence / retrieval: the adapters' reason; clip4dm x pointing: this stage's (a ViT); else None."""
+    for task in ("presence", "retrieval"):
+        assert ev.cell_reason("clip4dm", task) == ad.NOT_APPLICABLE[("clip4dm", task)]
     assert "ViT" in ev.cell_reason("clip4dm", "pointing")
     empty = {(m, t) for m in ad.METHODS for t in ad.TASKS if ev.cell_reason(m, t) is not None}
-    assert empty == {("clip4dm", "retrieval"), ("clip4dm", "pointing")}
+    assert empty == {("clip4dm", "presence"), ("clip4dm", "retrieval"), ("clip4dm", "pointing")}
 
 
 def test_figure_picks_images_with_two_categories_and_refuses_too_few(bench):
@@ -196,10 +197,11 @@ def clip():
     return create_clip("toy-rn", "toy")
 
 
-def test_make_bench_keeps_the_foils_naming_a_category_and_counts_the_rest(clip, split):
-    """The caption naming no category is dropped (counted: 1); the names' texts are 'a {name}'."""
+def test_make_bench_keeps_the_foils_whose_replaced_word_names_a_category(clip, split):
+    """Captions replacing 'on' (a category named elsewhere) or 'two' are dropped (counted: 2); the
+    names' texts are 'a {name}'."""
     b = ev.make_bench(clip, split, None)
-    assert b.foils == tuple(f for k, f in enumerate(FOILS) if k != 2) and b.n_foils_dropped == 1
+    assert b.foils == (FOILS[0], FOILS[3]) and b.n_foils_dropped == 2
     assert b.queried == (("circle", "square"),) * 3 + (("star",),) and b.categories == list(CATS)
     torch.testing.assert_close(b.name_text, name_embeddings(clip, CATS))
 
@@ -209,7 +211,7 @@ def test_make_bench_refuses_an_image_without_a_box_or_a_split_without_usable_foi
     whose FOIL captions name no category (the clip is never reached)."""
     with pytest.raises(ValueError, match=r"test split .* images \[12\] have no object box"):
         ev.make_bench(None, replace(split, boxes=BOXES[:2] + ({},) + BOXES[3:]), None)
-    with pytest.raises(ValueError, match="test split hand: no FOIL caption names a category"):
+    with pytest.raises(ValueError, match="test split hand: no FOIL caption replaces a category's name"):
         ev.make_bench(None, replace(split, foils=(FOILS[2],)), None)
 
 
@@ -259,9 +261,8 @@ def test_method_scores_fill_every_askable_cell_with_seeds_by_units(runs, world, 
         else:
             assert not nan.any(), task
         assert ((s[~nan] >= 0) & (s[~nan] <= 1)).all(), task
-    if method == "decoupling":  # no score for a word naming no category: a colour foil is never found
-        other = np.array([f.categories[f.word_index] is None for f in bench.foils])
-        assert other.any() and (scores["misalignment"][:, other] == 0).all()
+    # every kept caption replaces a category's name, the only words decoupling scores
+    assert all(f.categories[f.word_index] is not None for f in bench.foils)
 
 
 def test_maximage_refuses_test_features_of_other_images(runs, world, clip):
@@ -280,17 +281,29 @@ def test_reference_scores_fill_every_reading_and_baseline(world, clip):
     _, stage, bench = world
     ref, probe = ev.reference_scores(clip, stage, bench, SEEDS, cluster_k=2)
     assert probe is not None
+    expected = {name: set() for table in (jd.CLIP_READING, jd.BASELINE, ev.READINGS) for name in
+                ([*table.values()] if table is not ev.READINGS else [n for ns in table.values() for n in ns])}
     for table in (jd.CLIP_READING, jd.BASELINE):
         for task, name in table.items():
-            assert set(ref[name]) == {task}
+            expected[name].add(task)
+    for task, names in ev.READINGS.items():
+        for name in names:
+            expected[name].add(task)
+    for name, tasks in expected.items():
+        assert set(ref[name]) == tasks, name
+        for task in tasks:
             s = ref[name][task]
             assert s.shape == (len(SEEDS), n_units(bench, task)), name
             assert np.nanmin(s) >= 0 and np.nanmax(s) <= 1, name
+    readings = ev.choose_readings(stage, bench.name_text, 2, SEEDS[0])
+    for task, r in readings.items():
+        assert r["chosen"] in ev.READINGS[task] and set(r["validation"]) == set(ev.READINGS[task])
+        assert r["validation"][r["chosen"]] == max(r["validation"].values())
     assert set(ref["centre"]) == {"pointing"} and ref["centre"]["pointing"].shape == (2, n_units(bench, "pointing"))
     for name in ("CLIP dense similarity", "centre", "object pointer", "random content word", "zero-shot",
-                 "linear probe", "CLIP global"):
-        s = next(iter(ref[name].values()))
-        np.testing.assert_array_equal(s[0], s[1])
+                 "linear probe", "CLIP global", "CLIP dense max"):
+        for s in ref[name].values():
+            np.testing.assert_array_equal(s[0], s[1])
     np.testing.assert_allclose(ref["object pointer"]["pointing"][0], ev.object_pointer_hits(bench))
     np.testing.assert_allclose(ref["random content word"]["misalignment"][0], ev.random_word_hits(bench))
 

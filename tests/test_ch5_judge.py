@@ -1,6 +1,7 @@
 """Chapter 5's verdicts on synthetic (S, U) scores whose truth is planted: the transfer test and
-its two controls (eq-ch5-controls) must conclude when the noise allows it, and must FAIL on
-purpose (so that the cell reads 'cannot decide') when the units or the seeds are too noisy.
+its two controls (eq-ch5-controls: a planted effect of two margins, an A/A of the method's two
+halves of seeds) must conclude when the noise allows it, and must FAIL on purpose (so that the
+cell reads 'cannot decide') when the units or the seeds are too noisy.
 
 Scores: a reference B[s, u] = b_u (a deterministic CLIP reading, the same row for every seed) and
 an arm A[s, u] = b_u + effect + unit noise + a per-seed offset, with margin m = 0.05 on every task;
@@ -19,10 +20,10 @@ MARGINS = {t: M for t in TASKS}
 UNITS = {"pointing": 160, "misalignment": 120, "presence": 32, "retrieval": 32}
 CLUSTERS = {"pointing": np.repeat(np.arange(40), 4), "misalignment": np.repeat(np.arange(40), 3),
             "presence": None, "retrieval": None}
-S = 3
+S = 4
 
 
-def arm(task: str, effect: float, unit_sd: float = 0.01, seed_offsets=(0.0, 0.0, 0.0), seed: int = 0):
+def arm(task: str, effect: float, unit_sd: float = 0.01, seed_offsets=(0.0,) * S, seed: int = 0):
     """(A, B): the arm and the CLIP reading on ``task``'s units, A - B = effect + noise."""
     rng = np.random.default_rng(seed)
     b = np.repeat(rng.uniform(0, 1, UNITS[task])[None], S, axis=0)  # (S, U)
@@ -78,7 +79,8 @@ def test_no_true_effect_at_low_noise_is_equivalent_with_both_controls_passing(ta
     assert jd.conclusion_word(f) == "equivalent" and f.conclusion == f.test.outcome
     assert f.test.arms == ("maximage", jd.CLIP_READING[task]) and f.test.margin == M
     assert f.positive.difference == pytest.approx(jd.PLANTED_MARGINS * M, abs=1e-12)
-    assert f.negative.difference == pytest.approx(0.0, abs=1e-12)
+    assert f.negative.arms == ("maximage, first half of the seeds", "maximage, second half")
+    assert f.negative.n_seeds == S // 2 and f.negative.margin == M
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -98,25 +100,29 @@ def test_the_clusters_and_units_of_the_task_reach_the_comparison():
     assert f.negative.n_clusters == f.positive.n_clusters == 40
 
 
-@pytest.mark.parametrize("noise", [{"unit_sd": 0.5}, {"unit_sd": 0.001, "seed_offsets": (-0.03, 0.0, 0.03)}],
-                         ids=["noisy units", "noisy seeds"])
-def test_too_much_noise_makes_the_negative_control_fail_and_the_cell_undecided(noise):
-    """(c) an interval wider than +-m but narrower than 2m: the test itself says 'A better' on a
-    true +3m and the planted 2m still fires, yet the planted null cannot be shown equivalent, so
-    the controls fail and the cell reads 'cannot decide'."""
-    f = transfer("pointing", effect=3 * M, **noise)
-    assert M < f.negative.half_width < jd.PLANTED_MARGINS * M  # the regime this case is about
+def test_seeds_that_disagree_make_the_a_a_fail_and_the_cell_undecided():
+    """(c) the two halves of the seeds differ by more than the margin (seeds 0, 1 low, 2, 3 high):
+    the test itself says 'A better' on a true +3m and the planted 2m fires, yet the A/A is not
+    equivalent, so the controls fail and the cell reads 'cannot decide'."""
+    f = transfer("pointing", effect=3 * M, unit_sd=0.001, seed_offsets=(-0.04, -0.04, 0.04, 0.04))
+    assert f.negative.difference == pytest.approx(-0.08, abs=1e-3)
     assert f.test.verdict == V.A_BETTER and f.positive_passed
     assert f.negative.verdict != V.EQUIVALENT and not f.negative_passed and not f.controls_pass
     assert jd.conclusion_word(f) == "cannot decide" and f.conclusion == V.CANNOT_DECIDE
 
 
-@pytest.mark.parametrize("noise", [{"unit_sd": 3.0}, {"unit_sd": 0.001, "seed_offsets": (-0.3, 0.0, 0.3)}],
+def test_noisy_units_make_the_a_a_too_wide_to_show_equivalence():
+    """(c') unit noise that the two halves do not share: the A/A's interval is wider than +-m."""
+    f = transfer("pointing", effect=3 * M, unit_sd=0.5)
+    assert f.negative.half_width > M and not f.negative_passed and jd.conclusion_word(f) == "cannot decide"
+
+
+@pytest.mark.parametrize("noise", [{"unit_sd": 3.0}, {"unit_sd": 0.001, "seed_offsets": (-0.3, 0.3, 0.0, 0.0)}],
                          ids=["noisy units", "noisy seeds"])
 def test_noise_beyond_two_margins_keeps_the_positive_control_from_firing(noise):
     """(d) an interval wider than the planted 2m: the positive control does not fire either."""
     f = transfer("pointing", effect=0.0, **noise)
-    assert f.negative.half_width > jd.PLANTED_MARGINS * M
+    assert f.positive.half_width > jd.PLANTED_MARGINS * M
     assert not f.positive_passed and not f.negative_passed and jd.conclusion_word(f) == "cannot decide"
 
 
@@ -136,8 +142,8 @@ def table():
     scores = {}
     for k, t in enumerate(TASKS):
         b = arm(t, 0.0, seed=100 + k)[1]
-        scores[jd.CLIP_READING[t]] = {t: b}
-        scores[jd.BASELINE[t]] = {t: b - 0.2}  # the baseline well below the CLIP reading
+        scores.setdefault(jd.CLIP_READING[t], {})[t] = b
+        scores.setdefault(jd.BASELINE[t], {})[t] = b - 0.2  # the baseline well below the CLIP reading
     methods = {m: {t: arm(t, e, sd, seed=100 + TASKS.index(t))[0] for t, (e, sd) in cells.items()}
                for m, cells in EFFECTS.items()}
     for m, cells in methods.items():
@@ -191,3 +197,22 @@ def test_cell_interval_is_the_arms_mean_with_its_interval(task):
     assert v.difference == pytest.approx(np.nanmean(x), abs=1e-12) and v.mean_b == 0.0
     assert v.ci_low < v.difference < v.ci_high and v.arms == ("sumclip", "zero")
     assert v.n_units == UNITS[task] - 1
+
+
+def test_the_reading_chosen_on_validation_is_the_comparator():
+    """Judge(readings=...) replaces a task's default CLIP reading in the transfer test and the stage."""
+    a, b = arm("presence", 3 * M)
+    judge = jd.Judge({"decoupling": {"presence": a}, "CLIP dense max": {"presence": b}, "zero-shot": {"presence": b + 1}},
+                     CLUSTERS, MARGINS, readings={"presence": "CLIP dense max"})
+    f = judge.transfer("decoupling", "presence")
+    assert f.test.arms == ("decoupling", "CLIP dense max") and f.test.verdict == V.A_BETTER
+    assert judge.readings["pointing"] == jd.CLIP_READING["pointing"]
+
+
+def test_a_a_halves_pairs_seed_k_with_seed_k_plus_half():
+    """(S, U) -> rows [0, S/2) and [S/2, S), an odd last seed left out; one seed raises."""
+    x = np.arange(10.0).reshape(5, 2)
+    first, second = jd.a_a_halves(x)
+    assert first.tolist() == [[0, 1], [2, 3]] and second.tolist() == [[4, 5], [6, 7]]
+    with pytest.raises(ValueError, match="n_seeds >= 2"):
+        jd.a_a_halves(x[:1])

@@ -8,11 +8,12 @@ task          MaxImage (ch1)        CLIP4DM (ch2)            SUM-CLIP / FOR (ch3
 ============  ====================  =======================  ===================  ===========================
 pointing      maximage_name_maps    clip4dm_name_maps (ext.) sumclip_name_maps    decoupling_name_maps
 misalignment  maximage_word_scores  clip4dm_word_scores      sumclip_word_scores  decoupling_word_scores
-presence      maximage_name_scores  clip4dm_name_scores      sumclip_name_scores  decoupling_presence_scores
+presence      maximage_name_scores  - (clip4dm_name_scores)  sumclip_name_scores  decoupling_presence_scores
 retrieval     maximage_name_scores  -                        sumclip_name_scores  decoupling_retrieval_scores
 ============  ====================  =======================  ===================  ===========================
 
-References: :func:`dense_similarity_maps` (CLIP dense similarity), :func:`centre_points`
+References: :func:`dense_similarity_maps` (CLIP dense similarity), :func:`dense_max_scores`
+(CLIP dense max), :func:`centre_points`
 (centre), :func:`global_scores` (zero-shot, CLIP global), :func:`random_word_scores` (random
 content word) and :func:`sumclip_name_scores` on Cluster-CLIP's embeddings (Cluster-CLIP).
 Text embeddings (names, words) are the caller's: each chapter encodes them its own way.
@@ -35,10 +36,14 @@ from .tasks import NameMaps, NameScores, Point, WordScores
 METHODS = ("maximage", "clip4dm", "sumclip", "decoupling")
 TASKS = ("pointing", "misalignment", "presence", "retrieval")
 NOT_APPLICABLE = {
+    ("clip4dm", "presence"): "CLIP4DM scores the words of a caption, not an image for a name: "
+                             "its only per-image score is CLIPScore of 'A photo depicts a {name}', "
+                             "2.5 max(cos, 0) of CLIP's global cosine, which ranks images as zero-shot "
+                             "CLIP with another prompt does: no presence method of its own",
     ("clip4dm", "retrieval"): "CLIP4DM scores the words of a caption, not an image for a name: "
                               "its only per-image score is CLIPScore of 'a {name}', a monotone "
                               "function of CLIP's global cosine (the CLIP-global reference), so it "
-                              "adds no retrieval method of its own (issue 36)",
+                              "adds no retrieval method of its own",
 }
 
 
@@ -229,6 +234,16 @@ def dense_similarity_maps(dense: torch.Tensor, name_text: torch.Tensor, names: S
     return NameMaps(tuple(names), torch.einsum("hwd,cd->chw", v, _unit(name_text, "name_text", 2)))
 
 
+def dense_max_scores(dense: torch.Tensor, name_text: torch.Tensor, names: Sequence[str]) -> NameScores:
+    """CLIP dense max: S_{i,c} = max_{r,q} cos(v_{i,r,q}, t_c), the best position of the dense
+    similarity map (the training-free region-level reading of presence and retrieval).
+    dense (N, D, h, w), name_text (C, D)."""
+    if dense.ndim != 4:
+        raise ValueError(f"dense must be (N, D, h, w), got {tuple(dense.shape)}")
+    v = _unit(dense.flatten(2).transpose(1, 2), "dense", 3)  # (N, h*w, D)
+    return NameScores(tuple(names), (v @ _unit(name_text, "name_text", 2).T).max(dim=1).values)  # (N, C)
+
+
 def centre_points(names: Sequence[str], image_hw: tuple[int, int]) -> dict[str, Point]:
     """The centre pointer: p_c = (W/2, H/2) for every name; scored by
     :func:`~fgclip.studies.crosspaper.tasks.pointing`."""
@@ -253,7 +268,7 @@ ADAPTERS: dict[tuple[str, str], Callable] = {
     ("maximage", "pointing"): maximage_name_maps, ("maximage", "misalignment"): maximage_word_scores,
     ("maximage", "presence"): maximage_name_scores, ("maximage", "retrieval"): maximage_name_scores,
     ("clip4dm", "pointing"): clip4dm_name_maps, ("clip4dm", "misalignment"): clip4dm_word_scores,
-    ("clip4dm", "presence"): clip4dm_name_scores,
+    # ("clip4dm", "presence"): NOT_APPLICABLE; clip4dm_name_scores stays, to show why
     ("sumclip", "pointing"): sumclip_name_maps, ("sumclip", "misalignment"): sumclip_word_scores,
     ("sumclip", "presence"): sumclip_name_scores, ("sumclip", "retrieval"): sumclip_name_scores,
     ("decoupling", "pointing"): decoupling_name_maps, ("decoupling", "misalignment"): decoupling_word_scores,

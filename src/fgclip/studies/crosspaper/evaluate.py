@@ -7,14 +7,16 @@ An arm's score on a task is an (S, U) array: seed s, unit u, the units of the ta
 task           unit u                                              value        cluster
 =============  ==================================================  ===========  ============
 pointing       (test image, name of an object in it)               hit (0/1)    the image
-misalignment   FOIL caption whose words name a category            1[hat j=j*]  the image
+misalignment   FOIL caption whose replaced word names a category   1[hat j=j*]  the image
 presence       drawable category                                   AP_c         (itself)
 retrieval      drawable category                                   AP@50_c      (itself)
 =============  ==================================================  ===========  ============
 
-Misalignment keeps only the FOIL captions that name at least one category: chapter 4's head
-has a score for category words only, and a caption without one leaves it no word to pick;
-the captions dropped are counted (``Bench.n_foils_dropped``), in every arm alike.
+Misalignment keeps only the FOIL captions whose replaced word names a category (the toy world's
+shape foils): chapter 4's head has a score for category words only, so on a colour, relation or
+count foil it could never pick the wrong word, and a cell built on those would measure the
+adapter, not the method. The captions dropped are counted (``Bench.n_foils_dropped``), in every
+arm alike; chapter 2 measures CLIP4DM on every foil type.
 A reference that draws nothing (CLIP's own readings, the centre, the object pointer's exact
 expectation, the random content word's expected hit, the linear probe fitted by L-BFGS) has
 the same row for every seed; Cluster-CLIP's k-means is seeded by the seed.
@@ -57,13 +59,13 @@ STAGE_NOT_APPLICABLE = {
 class Bench:
     """The test side every arm is scored on: the split, its frozen features, the names' texts
     ("a {name}"), the names queried per image (every category with a box there) and the FOIL
-    captions kept (those naming a category)."""
+    captions kept (those whose replaced word names a category)."""
 
     test: SharedSplit
     feats: SharedFeatures
     name_text: torch.Tensor  # (C, D)
     queried: tuple[tuple[str, ...], ...]  # (N,) names with a box in image i
-    foils: tuple[FoilItem, ...]
+    foils: tuple[FoilItem, ...]  # the FOIL captions whose replaced word names a category
     n_foils_dropped: int
 
     @property
@@ -86,9 +88,9 @@ def make_bench(clip, test: SharedSplit, feats: SharedFeatures, prompt: str = "a 
     if empty:
         raise ValueError(f"test split {test.split!r} of {test.root}: images {empty[:5]} have no object box, "
                          f"so no pointing trial")
-    kept = tuple(f for f in test.foils if any(f.categories))
+    kept = tuple(f for f in test.foils if f.categories[f.word_index] is not None)
     if not kept:
-        raise ValueError(f"test split {test.root}: no FOIL caption names a category")
+        raise ValueError(f"test split {test.root}: no FOIL caption replaces a category's name")
     return Bench(test, feats, name_embeddings(clip, test.categories, prompt), queried, kept,
                  len(test.foils) - len(kept))
 
@@ -168,8 +170,7 @@ def _method_outputs(run: MethodRun, k: int, clip, bench: Bench, text: Mapping[st
     if run.method == "clip4dm":
         at = {id(f): j for j, f in enumerate(bench.test.foils)}  # the kept items are the split's own objects
         words = ad.clip4dm_word_scores(m.attributions, m.captions)  # every test FOIL caption
-        return {"misalignment": [words[at[id(f)]] for f in foils],
-                "presence": ad.clip4dm_name_scores(m.image_emb, m.name_text, m.names)}
+        return {"misalignment": [words[at[id(f)]] for f in foils]}  # presence: '-' (NOT_APPLICABLE)
     raise ValueError(f"run.method must be one of {ad.METHODS}, got {run.method!r}")
 
 
@@ -224,16 +225,47 @@ def random_word_hits(bench: Bench) -> np.ndarray:
     return np.array(out)
 
 
+READINGS = {"presence": ("zero-shot", "CLIP dense max", "Cluster-CLIP"),
+            "retrieval": ("CLIP global", "CLIP dense max", "Cluster-CLIP")}  # the frozen CLIP's training-free readings
+
+
+def _name_readings(feats: SharedFeatures, name_text: torch.Tensor, cats: Sequence[str], cluster_k: int, seed: int
+                   ) -> dict[str, NameScores]:
+    """The frozen CLIP's training-free (image, name) scores: global cosine, dense max, Cluster-CLIP."""
+    glob = ad.global_scores(feats.pooled, name_text, cats)
+    return {"global": glob, "CLIP dense max": ad.dense_max_scores(feats.dense, name_text, cats),
+            "Cluster-CLIP": ad.sumclip_name_scores(cluster_clip_embeddings(feats.dense, feats.pooled, cluster_k, seed),
+                                                   name_text, cats)}
+
+
+def choose_readings(stage: Stage, name_text: torch.Tensor, cluster_k: int, seed: int) -> dict[str, dict]:
+    """For presence and retrieval, the frozen CLIP's reading to compare every method with: the best of
+    READINGS by the task's metric on the stage's VALIDATION images (never the test split).
+    Returns task -> {"chosen": arm, "validation": arm -> mAP or mean AP@50}."""
+    val = stage.val_idx
+    feats = SharedFeatures(stage.feats.dense[val], stage.feats.pooled[val], stage.feats.feature_map[val],
+                           stage.feats.path)
+    cats, labels = list(stage.train.categories), stage.train.labels[val]
+    scores = _name_readings(feats, name_text, cats, cluster_k, seed)
+    out = {}
+    for task, arms in READINGS.items():
+        metric = {a: (presence(scores["global" if a in ("zero-shot", "CLIP global") else a], labels) if task == "presence"
+                      else retrieval(scores["global" if a in ("zero-shot", "CLIP global") else a],
+                                     labels.astype(bool))).mean for a in arms}
+        out[task] = {"chosen": max(arms, key=lambda a: (metric[a], -arms.index(a))), "validation": metric}
+    return out
+
+
 def reference_scores(clip, stage: Stage, bench: Bench, seeds: Sequence[int], cluster_k: int,
                      device: str = "cpu") -> tuple[dict[str, dict[str, np.ndarray]], ProbeFit]:
     """arm -> task -> (S, U): the references of issue 36's table on the bench.
 
     pointing: CLIP dense similarity cos(v_{r,q}, t_c), the centre, the object pointer;
     misalignment: leave-one-word-out s(T) - s(T without j), the random content word;
-    presence: zero-shot cos(f(I), t_c), a linear probe (eq-probe) on the pooled features of the
-    stage's fit images, lambda chosen on its validation images; retrieval: CLIP global (the
-    zero-shot scores) and Cluster-CLIP (k-means of the dense map, k = SUM-CLIP's chosen k).
-    Returns the scores and the probe's selection record."""
+    presence and retrieval: the frozen CLIP's readings (zero-shot / CLIP global cos(f(I), t_c),
+    CLIP dense max, Cluster-CLIP's k-means regions at SUM-CLIP's chosen k, seeded by the seed)
+    and a linear probe (eq-probe) on the pooled features of the stage's fit images, lambda
+    chosen on its validation images. Returns the scores and the probe's selection record."""
     S, feats, cats, test = len(seeds), bench.feats, bench.categories, bench.test
     rep = lambda x: np.repeat(np.asarray(x, float)[None], S, axis=0)  # noqa: E731 (U,) -> (S, U)
     dense = [ad.dense_similarity_maps(feats.dense[i], bench.name_text[[cats.index(n) for n in q]], q)
@@ -241,15 +273,14 @@ def reference_scores(clip, stage: Stage, bench: Bench, seeds: Sequence[int], clu
     centre = pointing([ad.centre_points(q, hw) for q, hw in zip(bench.queried, test.hws)], test.boxes, test.hws)
     captions = [f.foil for f in bench.foils]
     loo = leave_one_word_out(clip, feats.pooled, captions, device=device, image_index=[f.image for f in bench.foils])
-    zero = ad.global_scores(feats.pooled, bench.name_text, cats)
     fit, val = stage.fit_idx, stage.val_idx
     y = torch.as_tensor(stage.train.labels, dtype=torch.float32)
     probe, probe_fit = fit_probe(stage.feats.pooled[fit], y[fit], stage.feats.pooled[val], y[val], "linear probe",
                                  l2s=PROBE_L2S)
     with torch.no_grad():
         probe_scores = NameScores(tuple(cats), probe(feats.pooled.float()))
-    cluster = [score_names(ad.sumclip_name_scores(cluster_clip_embeddings(feats.dense, feats.pooled, cluster_k, s),
-                                                  bench.name_text, cats), bench, "retrieval") for s in seeds]
+    readings = [_name_readings(feats, bench.name_text, cats, cluster_k, s) for s in seeds]  # Cluster-CLIP per seed
+    both = lambda x: {t: x(t) for t in ("presence", "retrieval")}  # noqa: E731
     out = {
         "CLIP dense similarity": {"pointing": rep(score_pointing(dense, bench))},
         "centre": {"pointing": rep(centre.hit)},
@@ -257,10 +288,11 @@ def reference_scores(clip, stage: Stage, bench: Bench, seeds: Sequence[int], clu
         "leave-one-word-out": {"misalignment": np.stack([score_words(ad.clip4dm_word_scores(loo, captions), bench, s)
                                                          for s in seeds])},
         "random content word": {"misalignment": rep(random_word_hits(bench))},
-        "zero-shot": {"presence": rep(score_names(zero, bench, "presence"))},
-        "linear probe": {"presence": rep(score_names(probe_scores, bench, "presence"))},
-        "CLIP global": {"retrieval": rep(score_names(zero, bench, "retrieval"))},
-        "Cluster-CLIP": {"retrieval": np.stack(cluster)},
+        "zero-shot": {"presence": rep(score_names(readings[0]["global"], bench, "presence"))},
+        "CLIP global": {"retrieval": rep(score_names(readings[0]["global"], bench, "retrieval"))},
+        "CLIP dense max": both(lambda t: rep(score_names(readings[0]["CLIP dense max"], bench, t))),
+        "Cluster-CLIP": both(lambda t: np.stack([score_names(r["Cluster-CLIP"], bench, t) for r in readings])),
+        "linear probe": both(lambda t: rep(score_names(probe_scores, bench, t))),
     }
     return out, probe_fit
 

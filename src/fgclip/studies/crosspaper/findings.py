@@ -9,13 +9,14 @@ import pandas as pd
 from ... import verdicts as V
 from .adapters import METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
-from .judge import BASELINE, CLIP_READING, Judge, conclusion_word, findings as group_findings
+from .judge import BASELINE, Judge, conclusion_word, findings as group_findings
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",
          "decoupling": "decoupling (ch4)"}
-# what each task asks of an alignment: presence and retrieval rank the same (image, name) scores,
-# one per category over images (AP) and one at the top 50 (AP@50), so between them a gain is not a transfer
+# what each task asks of an alignment: presence and retrieval both rank the images per category by a
+# score of the same trained head (AP over all of them, AP@50 at the top), so between them a gain is not
+# a transfer to another kind of task, nor two independent pieces of evidence
 KIND = {"pointing": "region", "misalignment": "word", "presence": "image", "retrieval": "image"}
 # what each paper claims about its alignment, in the book's words (the chapters' own summaries)
 CLAIM = {"maximage": "retrieval training alone ties each word to the regions it names",
@@ -46,19 +47,24 @@ def _said(f: V.Falsification) -> str:
     """One transfer test in words: its conclusion, and the interval it rests on."""
     word = conclusion_word(f)
     if word == "cannot decide":
-        why = "the planted null was not shown equivalent" if not f.negative_passed else "the planted effect did not fire"
+        why = ("its A/A (the method against itself on other seeds) was not equivalent" if not f.negative_passed
+               else "the planted effect did not fire")
         return f"the test cannot decide here ({why}; {_interval(f.test)})"
-    return f"**{f.test.outcome}** ({_interval(f.test)}, margin ±{f.test.margin:g})"
+    small = f.test.verdict in (V.A_BETTER, V.B_BETTER) and abs(f.test.difference) < f.test.margin
+    return (f"**{f.test.outcome}** ({_interval(f.test)}, margin ±{f.test.margin:g}"
+            + (", a difference smaller than the margin)" if small else ")"))
 
 
-def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Mapping) -> str:
+def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Mapping,
+                    runs: Mapping[str, MethodRun] | None = None) -> str:
     """MaxImage on its own task and on the others, against the frozen CLIP's reading."""
     own = OWN_TASK[method]
     by_task = {f.test.claim.rsplit(" on ", 1)[1]: f for f in transfer if f.test.arms[0] == method}
-    parts = [f"**{LABEL[method]}**, on its own paper's task ({own}, against {CLIP_READING[own]}): "
+    ref = {t: f.test.arms[1] for t, f in by_task.items()}
+    parts = [f"**{LABEL[method]}**, on its own paper's task ({own}, against {ref.get(own, '-')}): "
              f"{_said(by_task[own]) if own in by_task else '-'}."]
     others = [t for t in TASKS if t != own]
-    said = [f"{t} (against {CLIP_READING[t]}): {_said(by_task[t])}" for t in others if t in by_task]
+    said = [f"{t} (against {ref[t]}): {_said(by_task[t])}" for t in others if t in by_task]
     empty = [f"{t}: '-' ({cell_reason(method, t)})" for t in others if t not in by_task]
     parts.append("On the other tasks, " + "; ".join(said + empty) + ".")
     rec = record[method]
@@ -67,9 +73,13 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     if far:
         parts.append(f"Its alignment transfers to a task of another kind ({', '.join(far)}): the claim that "
                      f"{CLAIM[method]} reaches beyond its own metric here.")
+        if "misalignment" in far and KIND[own] == "image":
+            parts.append("On the kept foils the wrong word is always a category's name, so finding it asks which "
+                         "named category is absent from the image: presence, asked word by word.")
     elif near:
-        parts.append(f"It also beats the frozen CLIP on {', '.join(near)}, but that task ranks the same (image, name) "
-                     f"scores as its own ({KIND[own]}-level), so this is no transfer to a different kind of task: "
+        parts.append(f"It also beats the frozen CLIP on {', '.join(near)}, but that task ranks the images per category "
+                     f"by a score of the same head, as its own does ({KIND[own]}-level), so this is no transfer to a "
+                     f"different kind of task: "
                      f"the claim that {CLAIM[method]} is shown here at the {KIND[own]} level only.")
     elif rec["specific"]:
         parts.append(f"Its gain is specific to its own task: it beats the frozen CLIP there and nowhere else, so "
@@ -77,7 +87,20 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     else:
         parts.append(f"It beats the frozen CLIP's own reading on no task here, its own included: on this stage "
                      f"nothing supports the claim that {CLAIM[method]} beyond what the frozen CLIP already does.")
-    return " ".join(parts)
+    caveat = run_caveat(runs[method]) if runs and method in runs else ""
+    return " ".join(parts) + (f" Caveat: {caveat}" if caveat else "")
+
+
+def run_caveat(run: MethodRun) -> str:
+    """What to doubt in a method's training: a stop in the budget's last quarter (its numbers are then
+    lower bounds of what the method reaches), an lr at the grid's edge."""
+    r, out = run.record, []
+    if r.epochs is not None and not r.converged:
+        out.append(f"its validation curve was still rising at the end of its budget ({r.epochs} of {r.budget} "
+                   f"{r.unit.split(' ')[0]}s), so its numbers are lower bounds of what it reaches")
+    if r.selection is not None and getattr(r.selection, "lr_edge", ""):
+        out.append(f"its lr ({r.lr:g}) is at an end of its chapter's grid")
+    return "; ".join(out) + ("." if out else "")
 
 
 def stage_sentence(stage: Sequence[V.Verdict]) -> str:
@@ -101,9 +124,9 @@ def baseline_sentence(baseline: Sequence[V.Verdict]) -> str:
 
 
 def controls_sentence(transfer: Sequence[V.Falsification]) -> str:
-    """How many transfer tests their planted controls let decide, and which could not."""
+    """How many transfer tests their controls (planted effect, A/A) let decide, and which could not."""
     bad = [f.test.claim for f in transfer if not f.controls_pass]
-    return (f"{len(transfer) - len(bad)} of {len(transfer)} transfer tests passed both planted controls"
+    return (f"{len(transfer) - len(bad)} of {len(transfer)} transfer tests passed both controls (the planted effect fired, the A/A was equivalent)"
             + (f"; these cannot decide here: {'; '.join(bad)}." if bad else "."))
 
 
@@ -116,6 +139,7 @@ def convergence_sentence(runs: Mapping[str, MethodRun]) -> str:
             out.append(f"{LABEL[method]}: nothing trained ({r.extra.get('layers', '')} chosen by {r.criterion})")
             continue
         flag = "converged" if r.converged else "**not converged** (its best stop lies in the budget's last quarter)"
+        flag += ", lr at the grid's edge" if r.selection is not None and getattr(r.selection, "lr_edge", "") else ""
         out.append(f"{LABEL[method]}: lr {r.lr:g}, stop at {r.epochs} of {r.budget} ({r.unit}), {flag}")
     return "; ".join(out) + "."
 
@@ -126,7 +150,7 @@ def closing_findings(transfer: Sequence[V.Falsification], baseline: Sequence[V.V
     the cheap baselines, the controls, the selection."""
     record = group_findings(list(transfer))
     out = {"run": run_line}
-    out.update({m: method_sentence(m, transfer, record) for m in METHODS})
+    out.update({m: method_sentence(m, transfer, record, runs) for m in METHODS})
     out.update({"stage": stage_sentence(stage), "baselines": baseline_sentence(baseline),
                 "controls": controls_sentence(transfer), "selection": convergence_sentence(runs)})
     return out

@@ -333,3 +333,15 @@ def test_example_maps_and_their_figure(runs, world, clip):
         assert [fig.axes[r * len(maps)].get_ylabel() for r in range(2)] == [n for _, n in picks]
     finally:
         plt.close(fig)
+
+
+def test_category_word_reading_picks_the_named_category_the_image_scores_lowest(clip, split):
+    """score_j = S[i, c(j)] for words naming a category, +inf elsewhere; a random category word hits
+    1 / |category words| (every kept foil's wrong word names one)."""
+    b = ev.make_bench(clip, split, None)
+    words = ev.category_word_scores(NameScores(CATS, np.arange(16.0).reshape(4, 4)), b)
+    assert [w.words for w in words] == [f.words for f in b.foils]
+    square, star = CATS.index("square"), CATS.index("star")
+    assert words[0].scores.tolist() == [np.inf, np.inf, 0 * 4 + square, np.inf, np.inf, np.inf]
+    assert words[1].scores.tolist() == [np.inf, 3 * 4 + star]
+    np.testing.assert_array_equal(ev.random_category_word_hits(b), [1.0, 1.0])

@@ -79,7 +79,7 @@ def test_no_true_effect_at_low_noise_is_equivalent_with_both_controls_passing(ta
     assert jd.conclusion_word(f) == "equivalent" and f.conclusion == f.test.outcome
     assert f.test.arms == ("maximage", jd.CLIP_READING[task]) and f.test.margin == M
     assert f.positive.difference == pytest.approx(jd.PLANTED_MARGINS * M, abs=1e-12)
-    assert f.negative.arms == ("maximage, first half of the seeds", "maximage, second half")
+    assert f.negative.arms == ("maximage, even seeds", "maximage, odd seeds")
     assert f.negative.n_seeds == S // 2 and f.negative.margin == M
 
 
@@ -101,10 +101,10 @@ def test_the_clusters_and_units_of_the_task_reach_the_comparison():
 
 
 def test_seeds_that_disagree_make_the_a_a_fail_and_the_cell_undecided():
-    """(c) the two halves of the seeds differ by more than the margin (seeds 0, 1 low, 2, 3 high):
+    """(c) the two halves of the seeds differ by more than the margin (even seeds low, odd high):
     the test itself says 'A better' on a true +3m and the planted 2m fires, yet the A/A is not
     equivalent, so the controls fail and the cell reads 'cannot decide'."""
-    f = transfer("pointing", effect=3 * M, unit_sd=0.001, seed_offsets=(-0.04, -0.04, 0.04, 0.04))
+    f = transfer("pointing", effect=3 * M, unit_sd=0.001, seed_offsets=(-0.04, 0.04, -0.04, 0.04))
     assert f.negative.difference == pytest.approx(-0.08, abs=1e-3)
     assert f.test.verdict == V.A_BETTER and f.positive_passed
     assert f.negative.verdict != V.EQUIVALENT and not f.negative_passed and not f.controls_pass
@@ -144,6 +144,8 @@ def table():
         b = arm(t, 0.0, seed=100 + k)[1]
         scores.setdefault(jd.CLIP_READING[t], {})[t] = b
         scores.setdefault(jd.BASELINE[t], {})[t] = b - 0.2  # the baseline well below the CLIP reading
+    for (m, t), (ref, base) in jd.CELL_REFERENCES.items():  # a cell's own reading: the task's numbers
+        scores[ref], scores[base] = {t: scores[jd.CLIP_READING[t]][t]}, {t: scores[jd.BASELINE[t]][t]}
     methods = {m: {t: arm(t, e, sd, seed=100 + TASKS.index(t))[0] for t, (e, sd) in cells.items()}
                for m, cells in EFFECTS.items()}
     for m, cells in methods.items():
@@ -156,8 +158,9 @@ def test_judge_all_gives_one_transfer_and_one_baseline_per_filled_cell_and_four_
     cells = [(m, t) for m in METHODS for t in TASKS if t in EFFECTS.get(m, {})]
     assert len(cells) == 10 and len(table["transfer"]) == len(table["baseline"]) == len(cells)
     for (m, t), f, v in zip(cells, table["transfer"], table["baseline"]):
-        assert isinstance(f, V.Falsification) and f.test.arms == (m, jd.CLIP_READING[t])
-        assert isinstance(v, V.Verdict) and v.arms == (m, jd.BASELINE[t]) and v.claim.endswith(f" on {t}")
+        ref, base = jd.CELL_REFERENCES.get((m, t), (jd.CLIP_READING[t], jd.BASELINE[t]))
+        assert isinstance(f, V.Falsification) and f.test.arms == (m, ref)
+        assert isinstance(v, V.Verdict) and v.arms == (m, base) and v.claim.endswith(f" on {t}")
     stage = table["stage"]
     assert [v.arms for v in stage] == [(jd.CLIP_READING[t], jd.BASELINE[t]) for t in TASKS]
     assert all(v.verdict == V.A_BETTER and v.difference == pytest.approx(0.2) for v in stage)
@@ -183,7 +186,7 @@ def test_findings_group_other_tasks_and_call_a_method_specific_or_transferring(t
     assert (c4["own"], c4["worse"], c4["specific"], c4["transfers"]) == ("better", ["presence"], True, False)
     assert (dec["own"], dec["better"], dec["worse"], dec["equivalent"]) == \
         ("better", ["retrieval"], ["misalignment"], ["pointing"])
-    assert dec["transfers"] and not dec["specific"]
+    assert not dec["transfers"] and not dec["specific"]  # retrieval is presence's kind: no transfer
     assert sc["own"] is None and not sc["transfers"] and not sc["specific"] and sc["own task"] == "retrieval"
 
 
@@ -209,10 +212,56 @@ def test_the_reading_chosen_on_validation_is_the_comparator():
     assert judge.readings["pointing"] == jd.CLIP_READING["pointing"]
 
 
-def test_a_a_halves_pairs_seed_k_with_seed_k_plus_half():
-    """(S, U) -> rows [0, S/2) and [S/2, S), an odd last seed left out; one seed raises."""
+def test_a_a_halves_pairs_even_seeds_with_odd_ones():
+    """(S, U) -> rows 0, 2, ... against 1, 3, ..., an odd last seed left out; one seed raises."""
     x = np.arange(10.0).reshape(5, 2)
     first, second = jd.a_a_halves(x)
-    assert first.tolist() == [[0, 1], [2, 3]] and second.tolist() == [[4, 5], [6, 7]]
+    assert first.tolist() == [[0, 1], [4, 5]] and second.tolist() == [[2, 3], [6, 7]]
     with pytest.raises(ValueError, match="n_seeds >= 2"):
         jd.a_a_halves(x[:1])
+
+
+def test_a_gain_on_a_task_of_another_kind_is_a_transfer_and_a_candidate_set_cell_is_not():
+    """Better on pointing (region) from presence (image): transfers. Decoupling's misalignment cell
+    answers among category words only, so it is image-level: better there is no transfer."""
+    scores, methods = {}, {}
+    for t in ("presence", "pointing", "misalignment"):
+        a, b = arm(t, 3 * M, seed=7)
+        scores.setdefault(jd.CLIP_READING[t], {})[t] = b
+        scores.setdefault(jd.CELL_REFERENCES[("decoupling", "misalignment")][0], {})[t] = b
+        methods[t] = a
+    j = jd.Judge({**scores, "decoupling": {"presence": methods["presence"], "misalignment": methods["misalignment"]}},
+                 CLUSTERS, MARGINS)
+    only_words = jd.findings([j.transfer("decoupling", "presence"), j.transfer("decoupling", "misalignment")])
+    assert only_words["decoupling"]["better"] == ["misalignment"] and not only_words["decoupling"]["transfers"]
+    assert j.transfer("decoupling", "misalignment").test.arms[1] == "CLIP dense max, category words"
+    j2 = jd.Judge({**scores, "decoupling": {"presence": methods["presence"], "pointing": methods["pointing"]}},
+                  CLUSTERS, MARGINS)
+    far = jd.findings([j2.transfer("decoupling", "presence"), j2.transfer("decoupling", "pointing")])
+    assert far["decoupling"]["transfers"] and not far["decoupling"]["specific"]
+
+
+def test_a_method_with_no_other_cell_is_not_called_specific():
+    """Better on its own task with every other cell '-': transfer untested, not 'specific'."""
+    a, b = arm("misalignment", 3 * M)
+    j = jd.Judge({"clip4dm": {"misalignment": a}, jd.CLIP_READING["misalignment"]: {"misalignment": b}},
+                 CLUSTERS, MARGINS)
+    rec = jd.findings([j.transfer("clip4dm", "misalignment")])["clip4dm"]
+    assert rec["own"] == "better" and not rec["others tested"] and not rec["specific"] and not rec["transfers"]
+
+
+def test_the_closing_sentence_claims_nothing_when_nothing_was_decided():
+    """Every cell of a method 'cannot decide' (its A/A fails): the sentence neither supports nor
+    refutes its paper's claim; one decided 'worse' cell: nothing supports the claim."""
+    from fgclip.studies.crosspaper import findings as fd
+    noisy = {"unit_sd": 0.001, "seed_offsets": (-0.04, 0.04, -0.04, 0.04)}  # the A/A fails
+    a, b = arm("pointing", -3 * M, **noisy)
+    j = jd.Judge({"maximage": {"pointing": a}, jd.CLIP_READING["pointing"]: {"pointing": b}}, CLUSTERS, MARGINS)
+    tests = [j.transfer("maximage", "pointing")]
+    sentence = fd.method_sentence("maximage", tests, jd.findings(tests))
+    assert "neither supports nor refutes" in sentence and "nothing supports" not in sentence
+    (a, b), (c, d) = arm("pointing", -3 * M), arm("presence", -3 * M)
+    j = jd.Judge({"maximage": {"pointing": a, "presence": c}, jd.CLIP_READING["pointing"]: {"pointing": b},
+                  jd.CLIP_READING["presence"]: {"presence": d}}, CLUSTERS, MARGINS)
+    tests = [j.transfer("maximage", "pointing"), j.transfer("maximage", "presence")]
+    assert "nothing supports the claim" in fd.method_sentence("maximage", tests, jd.findings(tests))

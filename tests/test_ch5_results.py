@@ -15,7 +15,7 @@ import pytest
 
 from fgclip.studies.crosspaper.adapters import METHODS, TASKS
 from fgclip.studies.crosspaper.evaluate import OWN_TASK, cell_reason
-from fgclip.studies.crosspaper.judge import BASELINE, CLIP_READING
+from fgclip.studies.crosspaper.judge import BASELINE, CELL_REFERENCES, CLIP_READING, KIND, kind
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "_build" / "results" / "ch5.json"
@@ -59,9 +59,9 @@ def test_every_filled_cell_has_a_transfer_test_read_through_its_controls(record)
     expected = {(m, t) for m in METHODS for t in TASKS if cell_reason(m, t) is None}
     assert set(tests) == expected
     for (method, task), f in tests.items():
-        assert f["test"]["arms"][1] == reading(record, task)
+        assert f["test"]["arms"][1] == CELL_REFERENCES.get((method, task), (reading(record, task),))[0]
         assert f["positive_control"]["margin"] == f["negative_control"]["margin"] == record["margins"][task]
-        assert f["negative_control"]["arms"] == [f"{method}, first half of the seeds", f"{method}, second half"]
+        assert f["negative_control"]["arms"] == [f"{method}, even seeds", f"{method}, odd seeds"]
         passed = f["positive_passed"] and f["negative_passed"]
         assert f["controls_pass"] == passed
         assert f["negative_passed"] == (f["negative_control"]["verdict"] == "equivalent")
@@ -87,6 +87,7 @@ def test_the_closing_sentences_say_what_the_tests_concluded(record):
         better = [t for t in TASKS if (method, t) in tests and tests[method, t]["controls_pass"]
                   and tests[method, t]["test"]["verdict"] == "A better" and t != OWN_TASK[method]]
         assert sorted(rec["better"]) == sorted(better)
+        assert rec["transfers"] == any(kind(method, t) != KIND[OWN_TASK[method]] for t in better)
 
 
 def test_the_page_shows_the_findings(record):

@@ -225,6 +225,21 @@ def random_word_hits(bench: Bench) -> np.ndarray:
     return np.array(out)
 
 
+def category_word_scores(scores: NameScores, bench: Bench) -> list[WordScores]:
+    """A training-free reading of misalignment with decoupling's candidate set: score_j = S_{i,c(j)}
+    (an image-name score, e.g. CLIP dense max) for each word j naming a category c(j), +inf for
+    every other word, so the wrong word is the named category the image scores lowest."""
+    col = {c: k for k, c in enumerate(scores.names)}
+    return [WordScores(f.words, [scores.scores[f.image, col[c]] if c else np.inf for c in f.categories])
+            for f in bench.foils]
+
+
+def random_category_word_hits(bench: Bench) -> np.ndarray:
+    """(F,) E[hit] of a uniformly drawn word among those naming a category: 1 / |category words|
+    (the kept foils' wrong word always names one)."""
+    return np.array([1.0 / sum(c is not None for c in f.categories) for f in bench.foils])
+
+
 READINGS = {"presence": ("zero-shot", "CLIP dense max", "Cluster-CLIP"),
             "retrieval": ("CLIP global", "CLIP dense max", "Cluster-CLIP")}  # the frozen CLIP's training-free readings
 
@@ -288,6 +303,9 @@ def reference_scores(clip, stage: Stage, bench: Bench, seeds: Sequence[int], clu
         "leave-one-word-out": {"misalignment": np.stack([score_words(ad.clip4dm_word_scores(loo, captions), bench, s)
                                                          for s in seeds])},
         "random content word": {"misalignment": rep(random_word_hits(bench))},
+        "CLIP dense max, category words": {"misalignment": np.stack([score_words(category_word_scores(
+            readings[0]["CLIP dense max"], bench), bench, s) for s in seeds])},
+        "random category word": {"misalignment": rep(random_category_word_hits(bench))},
         "zero-shot": {"presence": rep(score_names(readings[0]["global"], bench, "presence"))},
         "CLIP global": {"retrieval": rep(score_names(readings[0]["global"], bench, "retrieval"))},
         "CLIP dense max": both(lambda t: rep(score_names(readings[0]["CLIP dense max"], bench, t))),

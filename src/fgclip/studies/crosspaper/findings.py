@@ -9,15 +9,15 @@ import pandas as pd
 from ... import verdicts as V
 from .adapters import METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
-from .judge import BASELINE, Judge, conclusion_word, findings as group_findings
+from .judge import BASELINE, KIND, Judge, conclusion_word, findings as group_findings, kind
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",
          "decoupling": "decoupling (ch4)"}
-# what each task asks of an alignment: presence and retrieval both rank the images per category by a
-# score of the same trained head (AP over all of them, AP@50 at the top), so between them a gain is not
-# a transfer to another kind of task, nor two independent pieces of evidence
-KIND = {"pointing": "region", "misalignment": "word", "presence": "image", "retrieval": "image"}
+NEAR_WHY = {"retrieval": "retrieval ranks the images per category by a score of the same head, as presence does",
+            "presence": "presence ranks the images per category by a score of the same head, as retrieval does",
+            "misalignment": "on the kept foils the wrong word is always a category's name, and it picks among those "
+                            "words only: which named category is absent, presence asked word by word"}
 # what each paper claims about its alignment, in the book's words (the chapters' own summaries)
 CLAIM = {"maximage": "retrieval training alone ties each word to the regions it names",
          "clip4dm": "the negative gradients of a frozen CLIP say which words of a caption the image does not support",
@@ -47,12 +47,13 @@ def _said(f: V.Falsification) -> str:
     """One transfer test in words: its conclusion, and the interval it rests on."""
     word = conclusion_word(f)
     if word == "cannot decide":
-        why = ("its A/A (the method against itself on other seeds) was not equivalent" if not f.negative_passed
+        why = (f"its A/A (the method against itself on other seeds) {f._negative_words()}" if not f.negative_passed
                else "the planted effect did not fire")
         return f"the test cannot decide here ({why}; {_interval(f.test)})"
-    small = f.test.verdict in (V.A_BETTER, V.B_BETTER) and abs(f.test.difference) < f.test.margin
-    return (f"**{f.test.outcome}** ({_interval(f.test)}, margin ±{f.test.margin:g}"
-            + (", a difference smaller than the margin)" if small else ")"))
+    t = f.test
+    small = ((t.verdict == V.A_BETTER and t.ci_low < t.margin) or (t.verdict == V.B_BETTER and t.ci_high > -t.margin))
+    return (f"**{t.outcome}** ({_interval(t)}, margin ±{t.margin:g}"
+            + (", its interval reaching a difference smaller than the margin)" if small else ")"))
 
 
 def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Mapping,
@@ -68,22 +69,30 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     empty = [f"{t}: '-' ({cell_reason(method, t)})" for t in others if t not in by_task]
     parts.append("On the other tasks, " + "; ".join(said + empty) + ".")
     rec = record[method]
-    far = [t for t in rec["better"] if KIND[t] != KIND[own]]
-    near = [t for t in rec["better"] if KIND[t] == KIND[own]]
+    far = [t for t in rec["better"] if kind(method, t) != KIND[own]]
+    near = [t for t in rec["better"] if kind(method, t) == KIND[own]]
+    unconverged = bool(runs and method in runs and runs[method].record.converged is False)
     if far:
         parts.append(f"Its alignment transfers to a task of another kind ({', '.join(far)}): the claim that "
                      f"{CLAIM[method]} reaches beyond its own metric here.")
-        if "misalignment" in far and KIND[own] == "image":
-            parts.append("On the kept foils the wrong word is always a category's name, so finding it asks which "
-                         "named category is absent from the image: presence, asked word by word.")
     elif near:
-        parts.append(f"It also beats the frozen CLIP on {', '.join(near)}, but that task ranks the images per category "
-                     f"by a score of the same head, as its own does ({KIND[own]}-level), so this is no transfer to a "
-                     f"different kind of task: "
-                     f"the claim that {CLAIM[method]} is shown here at the {KIND[own]} level only.")
+        parts.append(f"It also beats the frozen CLIP on {', '.join(near)}, but there it answers an {KIND[own]}-level "
+                     f"question again (" + "; ".join(NEAR_WHY[t] for t in near) + "), so this is no transfer to a "
+                     f"different kind of task: the claim that {CLAIM[method]} is shown here at the {KIND[own]} "
+                     f"level only.")
+    elif rec["own"] in ("cannot decide", "cannot tell", None) and not (rec["worse"] or rec["equivalent"]):
+        parts.append(f"None of its comparisons could be decided at this size, so this run neither supports nor "
+                     f"refutes the claim that {CLAIM[method]}.")
+    elif not rec["others tested"]:
+        parts.append(f"No other task can be asked of it on this stage, so whether its alignment transfers is untested "
+                     f"here" + (f"; on its own task it beats the frozen CLIP's reading." if rec["own"] == "better"
+                                else "."))
     elif rec["specific"]:
         parts.append(f"Its gain is specific to its own task: it beats the frozen CLIP there and nowhere else, so "
                      f"the claim that {CLAIM[method]} is shown here for its own metric only.")
+    elif unconverged:
+        parts.append(f"It beats the frozen CLIP's own reading on no task here, but its training had not converged "
+                     f"(see the caveat), so this run cannot test the claim that {CLAIM[method]}.")
     else:
         parts.append(f"It beats the frozen CLIP's own reading on no task here, its own included: on this stage "
                      f"nothing supports the claim that {CLAIM[method]} beyond what the frozen CLIP already does.")
@@ -97,7 +106,7 @@ def run_caveat(run: MethodRun) -> str:
     r, out = run.record, []
     if r.epochs is not None and not r.converged:
         out.append(f"its validation curve was still rising at the end of its budget ({r.epochs} of {r.budget} "
-                   f"{r.unit.split(' ')[0]}s), so its numbers are lower bounds of what it reaches")
+                   f"{r.unit.split(' ')[0]}s), so its numbers may understate what it reaches")
     if r.selection is not None and getattr(r.selection, "lr_edge", ""):
         out.append(f"its lr ({r.lr:g}) is at an end of its chapter's grid")
     return "; ".join(out) + ("." if out else "")
@@ -124,9 +133,14 @@ def baseline_sentence(baseline: Sequence[V.Verdict]) -> str:
 
 
 def controls_sentence(transfer: Sequence[V.Falsification]) -> str:
-    """How many transfer tests their controls (planted effect, A/A) let decide, and which could not."""
-    bad = [f.test.claim for f in transfer if not f.controls_pass]
-    return (f"{len(transfer) - len(bad)} of {len(transfer)} transfer tests passed both controls (the planted effect fired, the A/A was equivalent)"
+    """How many transfer tests their controls (planted effect, A/A) let decide, and which could not;
+    an A/A of a method that trains nothing (every seed the same run) is vacuous and counted apart."""
+    vacuous = [f for f in transfer if f.negative.ci_low == f.negative.ci_high == 0.0]
+    real = [f for f in transfer if f not in vacuous]
+    bad = [f.test.claim for f in real if not f.controls_pass]
+    return (f"{len(real) - len(bad)} of {len(real)} transfer tests passed both controls (the planted effect fired, "
+            f"the A/A was equivalent)" + (f", plus {len(vacuous)} whose A/A is vacuous (a method that trains "
+                                           f"nothing: every seed is the same run)" if vacuous else "")
             + (f"; these cannot decide here: {'; '.join(bad)}." if bad else "."))
 
 

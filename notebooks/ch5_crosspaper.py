@@ -188,14 +188,12 @@ print(f"{len(stage.train)} training images ({n_val} validation), {len(test)} tes
 # validation images' FOIL captions of every foil type (it is tested on the category foils only).
 
 # %%
-train_log = {}
 runs = {"maximage": xtrain.train_maximage(stage, root, n_test, seeds, epochs=maximage_periods),
         "decoupling": xtrain.train_decoupling(stage, seeds, epochs=decoupling_epochs),
         "sumclip": xtrain.train_sumclip(stage, seeds, epochs=sumclip_epochs),
         "clip4dm": xtrain.clip4dm_outputs(stage, test, bench.feats, seeds)}
-display(pd.DataFrame({m: {"lr": r.record.lr, "stop": r.record.epochs, "budget": r.record.budget, "unit": r.record.unit,
-                          "converged": r.record.converged, "criterion": r.record.criterion, "seconds": round(r.seconds, 1)}
-                      for m, r in runs.items()}).T)
+selection = xfind.selection_record(runs)
+display(pd.DataFrame(selection).T[["lr", "stop", "budget", "unit", "converged", "criterion", "seconds"]])
 fig = plot_selection_curves([r.record.selection for r in runs.values() if r.record.selection is not None],
                             title="validation curves of the three trained methods")
 
@@ -331,10 +329,7 @@ write_results(results_path, {
     "transfer": [f.to_dict() for f in judged["transfer"]],
     "table": table.to_dict(), "per_seed": xfind.seed_values(scores), "findings": findings,
     "record": xjudge.findings(judged["transfer"]), "not_applicable": reasons,
-    "selection": {m: {"lr": r.record.lr, "stop": r.record.epochs, "budget": r.record.budget, "unit": r.record.unit,
-                      "converged": r.record.converged, "criterion": r.record.criterion, "split": r.record.split,
-                      "curves": {f"{lr:g}/seed{s}": c for (lr, s), c in r.record.curves.items()},
-                      "extra": r.record.extra, "seconds": r.seconds} for m, r in runs.items()},
+    "selection": selection,
     "linear_probe": probe_fit.to_dict(), "readings": readings, "margins": margins, "seeds": list(seeds), "model": model,
     "pretrained": pretrained, "sizes": {"train": n_train, "val": n_val, "test": n_test, "trials": n_trials,
                                         "foils": len(bench.foils), "foils_dropped": bench.n_foils_dropped},

@@ -41,7 +41,7 @@ from ..for_retrieval.head import embed
 from ..maximage.data import word_features
 from . import adapters as ad
 from .data import FoilItem, SharedFeatures, SharedSplit, name_embeddings
-from .tasks import (NameScores, WordScores, find_wrong_word, point_at_names, pointing, presence,
+from .tasks import (CategoryAP, NameScores, WordScores, find_wrong_word, point_at_names, pointing, presence,
                     retrieval)
 from .train import MethodRun, Stage, name_words
 
@@ -109,10 +109,14 @@ def score_words(words: Sequence[WordScores], bench: Bench, seed: int) -> np.ndar
     return find_wrong_word(words, [f.word_index for f in bench.foils], np.random.default_rng(seed)).correct
 
 
+def task_ap(scores: NameScores, labels: np.ndarray, task: str) -> CategoryAP:
+    """AP_c (presence) or AP@50_c (retrieval) of (N, C) scores against (N, C) 0/1 labels."""
+    return presence(scores, labels) if task == "presence" else retrieval(scores, labels.astype(bool))
+
+
 def score_names(scores: NameScores, bench: Bench, task: str) -> np.ndarray:
     """(C,) AP_c (presence) or AP@50_c (retrieval) in the bench's category order."""
-    s, labels = scores.select(bench.categories), bench.test.labels
-    return (presence(s, labels) if task == "presence" else retrieval(s, labels.astype(bool))).ap
+    return task_ap(scores.select(bench.categories), bench.test.labels, task).ap
 
 
 # ------------------------------------------------------------------------------ methods
@@ -242,6 +246,7 @@ def random_category_word_hits(bench: Bench) -> np.ndarray:
 
 READINGS = {"presence": ("zero-shot", "CLIP dense max", "Cluster-CLIP"),
             "retrieval": ("CLIP global", "CLIP dense max", "Cluster-CLIP")}  # the frozen CLIP's training-free readings
+READING_SCORES = {"zero-shot": "global", "CLIP global": "global"}  # arm -> its scores in _name_readings (else its own name)
 
 
 def _name_readings(feats: SharedFeatures, name_text: torch.Tensor, cats: Sequence[str], cluster_k: int, seed: int
@@ -264,9 +269,7 @@ def choose_readings(stage: Stage, name_text: torch.Tensor, cluster_k: int, seed:
     scores = _name_readings(feats, name_text, cats, cluster_k, seed)
     out = {}
     for task, arms in READINGS.items():
-        metric = {a: (presence(scores["global" if a in ("zero-shot", "CLIP global") else a], labels) if task == "presence"
-                      else retrieval(scores["global" if a in ("zero-shot", "CLIP global") else a],
-                                     labels.astype(bool))).mean for a in arms}
+        metric = {a: task_ap(scores[READING_SCORES.get(a, a)], labels, task).mean for a in arms}
         out[task] = {"chosen": max(arms, key=lambda a: (metric[a], -arms.index(a))), "validation": metric}
     return out
 

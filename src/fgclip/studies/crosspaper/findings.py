@@ -9,7 +9,7 @@ import pandas as pd
 from ... import verdicts as V
 from .adapters import METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
-from .judge import BASELINE, KIND, Judge, conclusion_word, findings as group_findings, kind
+from .judge import BASELINE, KIND, Judge, conclusion_word, findings as group_findings, kind, task_of
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",
@@ -60,7 +60,7 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
                     runs: Mapping[str, MethodRun] | None = None) -> str:
     """MaxImage on its own task and on the others, against the frozen CLIP's reading."""
     own = OWN_TASK[method]
-    by_task = {f.test.claim.rsplit(" on ", 1)[1]: f for f in transfer if f.test.arms[0] == method}
+    by_task = {task_of(f.test): f for f in transfer if f.test.arms[0] == method}
     ref = {t: f.test.arms[1] for t, f in by_task.items()}
     parts = [f"**{LABEL[method]}**, on its own paper's task ({own}, against {ref.get(own, '-')}): "
              f"{_said(by_task[own]) if own in by_task else '-'}."]
@@ -114,7 +114,7 @@ def run_caveat(run: MethodRun) -> str:
 
 def stage_sentence(stage: Sequence[V.Verdict]) -> str:
     """The frozen CLIP's reading of each task against the task's cheap baseline."""
-    return "; ".join(f"{v.arms[0]} vs {v.arms[1]} on {v.claim.rsplit(' on ', 1)[1]}: **{v.outcome}** "
+    return "; ".join(f"{v.arms[0]} vs {v.arms[1]} on {task_of(v)}: **{v.outcome}** "
                      f"({_interval(v)})" for v in stage) + "."
 
 
@@ -125,8 +125,8 @@ def baseline_sentence(baseline: Sequence[V.Verdict]) -> str:
         mine = [v for v in baseline if v.arms[0] == method]
         if not mine:
             continue
-        won = [v.claim.rsplit(" on ", 1)[1] for v in mine if v.verdict == V.A_BETTER]
-        lost = [v.claim.rsplit(" on ", 1)[1] for v in mine if v.verdict == V.B_BETTER]
+        won = [task_of(v) for v in mine if v.verdict == V.A_BETTER]
+        lost = [task_of(v) for v in mine if v.verdict == V.B_BETTER]
         out.append(f"{LABEL[method]} better on {', '.join(won) or 'no task'}, worse on {', '.join(lost) or 'no task'}")
     return (f"against each task's cheap baseline ({', '.join(f'{t}: {b}' for t, b in BASELINE.items())}): "
             + "; ".join(out) + ".")
@@ -168,6 +168,15 @@ def closing_findings(transfer: Sequence[V.Falsification], baseline: Sequence[V.V
     out.update({"stage": stage_sentence(stage), "baselines": baseline_sentence(baseline),
                 "controls": controls_sentence(transfer), "selection": convergence_sentence(runs)})
     return out
+
+
+def selection_record(runs: Mapping[str, MethodRun]) -> dict[str, dict]:
+    """method -> what was chosen (lr, stop, budget, unit, converged, criterion, split), the curves it
+    was chosen from ('<lr>/seed<s>' -> validation curve), its extras and its training seconds."""
+    return {m: {"lr": r.record.lr, "stop": r.record.epochs, "budget": r.record.budget, "unit": r.record.unit,
+                "converged": r.record.converged, "criterion": r.record.criterion, "split": r.record.split,
+                "curves": {f"{lr:g}/seed{s}": c for (lr, s), c in r.record.curves.items()},
+                "extra": r.record.extra, "seconds": r.seconds} for m, r in runs.items()}
 
 
 def seed_values(scores: Mapping[str, Mapping[str, np.ndarray]]) -> dict[str, dict[str, list[float]]]:

@@ -45,6 +45,11 @@ PLANTED_MARGINS = 2.0  # delta = 2 m_t
 KIND = {"pointing": "region", "misalignment": "word", "presence": "image", "retrieval": "image"}
 
 
+def task_of(v: V.Verdict) -> str:
+    """The task a verdict of this module is about: its claim ends with ' on <task>'."""
+    return v.claim.rsplit(" on ", 1)[1]
+
+
 def recentred(arm: np.ndarray, comparator: np.ndarray, effect: float) -> np.ndarray:
     """eq-ch5-controls: the arm's (S, U) scores moved by one constant so that their mean lies
     ``effect`` (>= 0) above the comparator's."""
@@ -99,7 +104,12 @@ class Judge:
 
     def reading(self, method: str, task: str) -> str:
         """The CLIP reading a cell is judged against: the cell's own (CELL_REFERENCES) or the task's."""
-        return CELL_REFERENCES.get((method, task), (self.readings[task],))[0]
+        return CELL_REFERENCES[method, task][0] if (method, task) in CELL_REFERENCES else self.readings[task]
+
+    @staticmethod
+    def baseline(method: str, task: str) -> str:
+        """The cheap baseline a cell is compared with: the cell's own (CELL_REFERENCES) or the task's."""
+        return CELL_REFERENCES[method, task][1] if (method, task) in CELL_REFERENCES else BASELINE[task]
 
     def cell_interval(self, arm: str, task: str) -> V.Verdict:
         """The arm's own mean and interval (seeds and clustered units, eq-verdict-se), as its
@@ -116,7 +126,7 @@ def judge_all(judge: Judge, methods: Mapping[str, Mapping[str, np.ndarray]]) -> 
         for task in TASKS:
             if task in methods.get(method, {}):
                 transfer.append(judge.transfer(method, task))
-                base = CELL_REFERENCES.get((method, task), (None, BASELINE[task]))[1]
+                base = judge.baseline(method, task)
                 baseline.append(judge.compare(method, base, task, f"{method} vs {base} on {task}"))
     r = judge.readings
     stage = [judge.compare(r[t], BASELINE[t], t, f"{r[t]} vs {BASELINE[t]} on {t}") for t in TASKS]
@@ -142,7 +152,7 @@ def transfer_table(transfer: list[V.Falsification]) -> pd.DataFrame:
     method's own paper's task), '-' where the cell is empty."""
     rows = {m: {t: "-" for t in TASKS} for m in METHODS}
     for f in transfer:
-        method, task = f.test.arms[0], f.test.claim.rsplit(" on ", 1)[1]
+        method, task = f.test.arms[0], task_of(f.test)
         word = conclusion_word(f)
         rows[method][task] = f"{word} (own)" if OWN_TASK[method] == task else word
     return pd.DataFrame(rows).T[list(TASKS)]
@@ -154,7 +164,7 @@ def findings(transfer: list[V.Falsification]) -> dict[str, dict]:
     out = {m: {"own task": OWN_TASK[m], "own": None, "better": [], "worse": [], "equivalent": [],
                "cannot tell": [], "cannot decide": []} for m in METHODS}
     for f in transfer:
-        method, task = f.test.arms[0], f.test.claim.rsplit(" on ", 1)[1]
+        method, task = f.test.arms[0], task_of(f.test)
         word = conclusion_word(f)
         if task == OWN_TASK[method]:
             out[method]["own"] = word

@@ -29,11 +29,13 @@ CACHE = HERE.parent / "_build" / ".jupyter_cache"
 QUICK_ARGS = {  # smoke-run sizes: a few steps of each script, numbers without meaning
     "bench_clip4dm.py": ["--pairs", "4", "--repeats", "1"],
     "bench_ddp.py": ["--steps", "2", "--batch-size", "16"],
-    "bench_for.py": ["--images", "8", "--sizes", "1000", "2000"],
+    "bench_for.py": ["--images", "8", "--maps", "4", "--paper-maps", "7", "--paper-images", "1", "--warmup", "0",
+                     "--repeats", "1", "--sizes", "1000", "2000"],
     "bench_heads.py": ["--images", "32", "--epochs", "1", "--repeats", "1"],
     "bench_train.py": ["--steps", "1", "--rounds", "1", "--batch-size", "8", "--skip-compile"],
     "bench_train_convergence.py": ["--n-train", "64", "--epochs", "1", "--batch-size", "32", "--threads", "1",
-                                   "--warmup-steps", "1", "--log-every", "1", "--n-val", "64", "--n-test", "64"],
+                                   "--warmup-steps", "1", "--log-every", "1", "--n-val", "64", "--n-test", "64",
+                                   "--seeds", "0"],
 }
 
 

@@ -90,6 +90,7 @@ from IPython.display import display
 from PIL import Image
 
 from fgclip import verdicts
+from fgclip.methods.clip4dm import pooling_relevance
 from fgclip.models import create_clip
 from fgclip.reporting import found_box, glue_findings, show_source, shown, write_results
 from fgclip.seeding import seed_everything
@@ -185,7 +186,8 @@ print(f"{len(stage.train)} training images ({n_val} validation), {len(test)} tes
 # four minutes, and the table below flags it);
 # and MaxImage starts its bias at zero instead of running chapter 1's census, which does not fit
 # this chapter's time. CLIP4DM trains nothing; its text layers are chosen by LA on the
-# validation images' FOIL captions of every foil type (it is tested on the category foils only).
+# validation images' FOIL captions of every foil type (it is tested on the category foils only),
+# and its image-side rule (below) by pointing on the validation images.
 
 # %%
 runs = {"maximage": xtrain.train_maximage(stage, root, n_test, seeds, epochs=maximage_periods),
@@ -213,9 +215,29 @@ fig = plot_selection_curves([r.record.selection for r in runs.values() if r.reco
 # words (the dense max of each named category, the lowest picked) and a random category word,
 # not against readers that choose among every word. CLIP4DM
 # has no presence or retrieval cell: its only per-image score, CLIPScore, ranks images as
-# zero-shot CLIP with another prompt does.
+# zero-shot CLIP with another prompt does. Its pointing cell is the book's **extension**, not
+# the paper's method (its rule attributes caption words only): the same gradient-times-attention
+# rule on the image side, where an attention-pooled ResNet has one attention layer, the pooling,
+# whose mean token attends over itself and the map's cells. For the text "A photo depicts a
+# {name}" with pooled embedding $e$ and score $s_c = \cos(e, t_c)$, cell $k$ (of the $h w$ cells;
+# the mean token's own entry is dropped) gets
+#
+# $$
+# R_c[k] = \mathbb{E}_h\big[\rho\big(\nabla A^h_k \, A^h_k\big)\big], \qquad \nabla A^h = \partial s_c / \partial A^h
+# $$ (eq-ch5-image-relevance)
+#
+# with $A^h$ head $h$'s attention of the mean token, taken as it is (the gradient stops at the
+# maps, not through their softmax), and $\rho$ either the identity (CLIP4DM's rule, made to find
+# *negative* evidence in a caption) or $\max(0, \cdot)$ (Chefer et al.'s GAE, the rule CLIP4DM
+# modifies, which keeps positive evidence). Pointing reads a positive argmax, so which of the two
+# is chosen on the validation images, as the text side chooses its layers; there is one layer, so
+# nothing else is chosen. The cells are layer-4 convolution outputs, so $R_c$ sees only how the
+# pooling weighs them, not the backbone's spatial mixing before it
+# ({func}`fgclip.methods.clip4dm.pooling_relevance`, checked against the closed-form gradient in
+# the unit tests). Its verdict is reported and counts neither for nor against the paper's claim.
 
 # %%
+display(show_source(pooling_relevance))
 method_scores = {m: xev.method_scores(r, clip, bench) for m, r in runs.items()}
 reference_scores, probe_fit = xev.reference_scores(clip, stage, bench, seeds, runs["sumclip"].record.extra["k"], device)
 scores = {**method_scores, **reference_scores}
@@ -240,8 +262,7 @@ picks = xev.figure_picks(bench)
 maps = xev.example_maps(runs, clip, bench, picks)
 images = [np.asarray(Image.open(test.paths[i]).convert("RGB")) for i, _ in picks]
 fig = plot_method_maps(images, [c for _, c in picks], [test.boxes[i][c] for i, c in picks],
-                       {xfind.LABEL.get(arm, arm): m for arm, m in maps.items()},
-                       {xfind.LABEL["clip4dm"]: "no image tokens\non a ResNet CLIP"})
+                       {xfind.LABEL.get(arm, arm): m for arm, m in maps.items()})
 
 # %% [markdown]
 # ## Does each method beat the CLIP it was built on?
@@ -260,8 +281,9 @@ fig = plot_method_maps(images, [c for _, c in picks], [test.boxes[i][c] for i, c
 # seeds the selection was made on), where only the training seed differs; it must come out
 # equivalent within $\pm m$, the book's rule for a negative control. When its halves disagree by
 # more than the margin, or its interval (three seeds a side) is too wide to fit inside it, the
-# cell says the test cannot decide here instead of choosing a side. CLIP4DM trains nothing, so its A/A is exact (every seed is the
-# same run): the check is vacuous there, and says so by passing at a difference of zero.
+# cell says the test cannot decide here instead of choosing a side. CLIP4DM trains nothing, so its
+# A/A is exact (every seed is the same run): that control cannot fail there, the record marks it
+# vacuous (`a_a_vacuous`), and only its positive control and the bootstrap over images read its cells.
 
 # %%
 display(show_source(xjudge.recentred, xjudge.a_a_halves))
@@ -326,7 +348,7 @@ display(found_box("What we found", list(findings.values())))
 # ';': the path write_results returns (this machine's folders) stays out of the page
 write_results(results_path, {
     "verdicts": [f.test for f in judged["transfer"]] + judged["baseline"] + judged["stage"],
-    "transfer": [f.to_dict() for f in judged["transfer"]],
+    "transfer": [{**f.to_dict(), "a_a_vacuous": xjudge.a_a_vacuous(f)} for f in judged["transfer"]],
     "table": table.to_dict(), "per_seed": xfind.seed_values(scores), "findings": findings,
     "record": xjudge.findings(judged["transfer"]), "not_applicable": reasons,
     "selection": selection,

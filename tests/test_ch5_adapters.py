@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from open_clip.modified_resnet import AttentionPool2d
 
-from fgclip.methods.clip4dm import Attributions, clip_score, most_negative_word
+from fgclip.methods.clip4dm import Attributions, clip_score, most_negative_word, pooling_relevance
 from fgclip.methods.cluster_clip import cluster_clip_embeddings
 from fgclip.methods.decoupling import MultiLabelCLIPHead, SemanticDecoupling
 from fgclip.methods.maximage import MaxImageHeads, pair_scores, phrase_map
@@ -193,14 +193,71 @@ def test_maximage_presence_and_retrieval(task):
 
 
 # ----------------------------------------------------------------------- CLIP4DM (ch2)
-def test_clip4dm_pointing_drops_cls_and_lays_tokens_row_major():
+def test_clip4dm_pointing_drops_the_mean_token_and_lays_cells_row_major():
     rel = {"circle": np.r_[100.0, peak(1, 0).ravel()], "square": np.r_[100.0, peak(2, 3).ravel()]}
     maps = ad.clip4dm_name_maps(rel, GRID)
-    assert maps["square"][2, 3] == 1.0 and maps["square"].sum() == 1.0  # the CLS value is gone
+    assert maps["square"][2, 3] == 1.0 and maps["square"].sum() == 1.0  # the mean token's value is gone
     assert point_at_names([maps], [BOXES], [HW]).accuracy == 1.0
     assert point_at_names([maps], [SWAPPED], [HW]).accuracy == 0.0
     with pytest.raises(ValueError, match="relevance"):
         ad.clip4dm_name_maps({"circle": np.zeros(16)}, GRID)
+
+
+@pytest.mark.parametrize("relu", [False, True], ids=["CLIP4DM's rule", "GAE"])
+def test_pooling_relevance_is_the_closed_form_gradient_times_attention(relu):
+    """On a random AttentionPool2d: the per-head attention from torch's own multi-head attention,
+    e = pool(F) from open_clip's forward, and ∂s/∂A^h_k = (W_c^h v^h_k) . (t̂ - s ê) / ||e|| by hand;
+    with relu each head's product is clamped at 0 before the head mean."""
+    torch.manual_seed(0)
+    pool = AttentionPool2d(2, 8, 2, 6).eval()  # 2x2 map, C = 8, H = 2 heads of d = 4, D = 6
+    fmap, text = torch.randn(3, 8, 2, 2), torch.randn(4, 6)  # (B, C, h, w), (T, D)
+    rel = pooling_relevance(pool, fmap, text, relu)  # (B, T, 1 + P)
+    assert rel.shape == (3, 4, 5)
+    tokens = fmap.flatten(2).permute(2, 0, 1)  # (P, B, C)
+    tokens = torch.cat([tokens.mean(0, keepdim=True), tokens]) + pool.positional_embedding[:, None]  # (L, B, C)
+    _, attn = F.multi_head_attention_forward(
+        query=tokens[:1], key=tokens, value=tokens, embed_dim_to_check=8, num_heads=2, in_proj_weight=None,
+        in_proj_bias=torch.cat([pool.q_proj.bias, pool.k_proj.bias, pool.v_proj.bias]), bias_k=None, bias_v=None,
+        add_zero_attn=False, dropout_p=0.0, out_proj_weight=pool.c_proj.weight, out_proj_bias=pool.c_proj.bias,
+        use_separate_proj_weight=True, q_proj_weight=pool.q_proj.weight, k_proj_weight=pool.k_proj.weight,
+        v_proj_weight=pool.v_proj.weight, need_weights=True, average_attn_weights=False)
+    attn = attn[:, :, 0]  # (B, H, L)
+    with torch.no_grad():
+        e = pool(fmap)  # (B, D)
+        v = pool.v_proj(tokens).permute(1, 0, 2).reshape(3, 5, 2, 4)  # (B, L, H, d)
+        w_c = pool.c_proj.weight.reshape(6, 2, 4)  # (D, H, d)
+        contrib = torch.einsum("blhd,ehd->bhle", v, w_c)  # W_c^h v^h_k: (B, H, L, D)
+        e_hat, t_hat = F.normalize(e, dim=-1), F.normalize(text, dim=-1)
+        s = e_hat @ t_hat.T  # (B, T)
+        ds_de = (t_hat[None] - s[..., None] * e_hat[:, None]) / e.norm(dim=-1)[:, None, None]  # (B, T, D)
+        grad = torch.einsum("bhle,bte->bthl", contrib, ds_de)  # (B, T, H, L)
+        cam = grad * attn[:, None]  # (B, T, H, L)
+        want = (cam.clamp(min=0) if relu else cam).mean(2)
+    assert (want < 0).any() != relu  # the two rules differ on this example
+    torch.testing.assert_close(rel, want, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="positions"):
+        pooling_relevance(pool, torch.randn(1, 8, 3, 3), text)  # a 3x3 map for a 2x2 pooling
+
+
+def test_pooling_relevance_peaks_on_the_cell_that_holds_the_name():
+    """Uniform attention (W_q = 0), identity projections, no position: e is the mean token, and the
+    cell whose feature is the text's direction is the one whose weight raises s; it is the map's argmax."""
+    pool = AttentionPool2d(4, 16, 1, 16)
+    with torch.no_grad():
+        for proj in (pool.v_proj, pool.c_proj):
+            proj.weight.copy_(torch.eye(16))
+            proj.bias.zero_()
+        pool.q_proj.weight.zero_()
+        pool.positional_embedding.zero_()
+    fmap = torch.zeros(1, 16, 4, 4)
+    for k in range(16):  # cell k holds direction k, scaled so every cell has the same norm
+        fmap[0, k, k // 4, k % 4] = 1.0
+    text = torch.eye(16)[[6]]  # the text of cell (1, 2)
+    rel = pooling_relevance(pool, fmap, text)[0, 0]  # (1 + 16,)
+    assert int(rel[1:].argmax()) == 6 and (rel[1:][torch.arange(16) != 6] < 0).all()
+    maps = ad.clip4dm_name_maps({"circle": rel}, (4, 4))
+    box = {"circle": [(2 * 16, 1 * 16, 3 * 16, 2 * 16)]}  # (x0, y0, x1, y1) of cell (row 1, column 2) on 64 px
+    assert point_at_names([maps], [box], [(64, 64)]).accuracy == 1.0
 
 
 def test_clip4dm_misalignment_maps_the_papers_pick_to_its_whitespace_word():

@@ -162,13 +162,13 @@ def test_score_names_ap_in_the_benchs_order_nan_without_positives(bench):
     assert ap[0] == pytest.approx((1 / 2 + 2 / 3 + 3 / 4) / 3)
 
 
-def test_cell_reasons_are_exactly_the_three_empty_cells():
-    """clip4dm x presence / retrieval: the adapters' reason; clip4dm x pointing: this stage's (a ViT); else None."""
+def test_cell_reasons_are_exactly_the_two_empty_cells():
+    """clip4dm x presence / retrieval: the adapters' reason; every other cell (CLIP4DM's pointing
+    through the pooling's relevance among them) is filled."""
     for task in ("presence", "retrieval"):
         assert ev.cell_reason("clip4dm", task) == ad.NOT_APPLICABLE[("clip4dm", task)]
-    assert "ViT" in ev.cell_reason("clip4dm", "pointing")
     empty = {(m, t) for m in ad.METHODS for t in ad.TASKS if ev.cell_reason(m, t) is not None}
-    assert empty == {("clip4dm", "presence"), ("clip4dm", "retrieval"), ("clip4dm", "pointing")}
+    assert empty == {("clip4dm", "presence"), ("clip4dm", "retrieval")}
 
 
 def test_figure_picks_images_with_two_categories_and_refuses_too_few(bench):
@@ -183,13 +183,38 @@ def test_clip4dm_reads_each_captions_own_attributions_when_two_share_a_text(spli
     """Two kept FOIL captions with one text on two images: each is scored with its own row of
     w_j (image 0's finds the replaced word, image 1's picks the last), not the other's."""
     same = tuple(foil(i, "a red circle on the left", "a red square on the left", 2) for i in (0, 1))
-    b = ev.Bench(replace(split, foils=same), None, None, tuple(tuple(x) for x in BOXES), same, 0)
+    b = ev.Bench(replace(split, foils=same), SimpleNamespace(grid=(2, 2)), None, tuple(tuple(x) for x in BOXES), same, 0)
     att = Attributions([list(same[0].words)] * 2, [np.array([0, 0, -1, 0, 0, 0.]), np.array([0, 0, 0, 0, 0, -1.])],
                        np.zeros(2), [np.arange(6)] * 2)
     out = SimpleNamespace(attributions=att, captions=[f.foil for f in same], image_emb=torch.randn(4, 8),
-                          name_text=torch.randn(4, 8), names=CATS)
+                          name_text=torch.randn(4, 8), names=CATS, relevance=torch.zeros(len(BOXES), len(CATS), 5))
     scores = ev.method_scores(tr.MethodRun("clip4dm", (0, 1), [out, out], None, 0.0), None, b)
     np.testing.assert_array_equal(scores["misalignment"], [[1, 0], [1, 0]])
+    assert set(scores) == {"pointing", "misalignment"}
+
+
+HIT = ({"circle": (8, 8), "square": (56, 56)}, {"circle": (8, 8), "square": (56, 56)},
+       {"circle": (8, 8), "square": (8, 56)}, {"star": (32, 32)})  # a point in one of the name's boxes
+MISS = ({"circle": (56, 56), "square": (8, 8)}, {"circle": (56, 56), "square": (8, 8)},
+        {"circle": (8, 56), "square": (8, 8)}, {"star": (8, 8)})  # a point in none of them
+
+
+@pytest.mark.parametrize("points, want", [(HIT, 1.0), (MISS, 0.0)], ids=["peaks in the boxes", "peaks elsewhere"])
+def test_clip4dm_pointing_reads_each_names_own_relevance(split, points, want):
+    """relevance (N, C, 1 + 16) peaking, for each (image, name), at a known cell: each trial reads its
+    own image's row and its own name's column (mean token at index 0 dropped), so every trial hits
+    when the peaks lie in the name's boxes and none does when they lie outside."""
+    same = tuple(foil(i, "a red circle on the left", "a red square on the left", 2) for i in (0, 1))
+    b = ev.Bench(replace(split, foils=same), SimpleNamespace(grid=(4, 4)), None, tuple(tuple(x) for x in BOXES), same, 0)
+    rel = torch.zeros(len(BOXES), len(CATS), 17)
+    for i, named in enumerate(points):
+        for name, (x, y) in named.items():
+            rel[i, CATS.index(name), 1 + int(y // 16) * 4 + int(x // 16)] = 1.0
+    rel[:, :, 0] = 5.0  # the mean token's value, larger than any cell's: it must not be read
+    att = Attributions([list(same[0].words)] * 2, [np.zeros(6)] * 2, np.zeros(2), [np.arange(6)] * 2)
+    out = SimpleNamespace(attributions=att, captions=[f.foil for f in same], names=CATS, relevance=rel)
+    scores = ev.method_scores(tr.MethodRun("clip4dm", (0, 1), [out, out], None, 0.0), None, b)
+    assert scores["pointing"].shape == (2, n_units(b, "pointing")) and (scores["pointing"] == want).all()
 
 
 @pytest.fixture(scope="module")
@@ -309,28 +334,26 @@ def test_reference_scores_fill_every_reading_and_baseline(world, clip):
 
 
 def test_example_maps_and_their_figure(runs, world, clip):
-    """One (h, w) map per pick for every method but clip4dm (None), CLIP dense similarity beside;
-    the figure has one row per pick and one column per arm, clip4dm's column blank with its reason."""
+    """One (h, w) map per pick for every method, CLIP dense similarity beside; the figure has one
+    row per pick and one column per arm, and a column of None (a '-' cell) is drawn blank with its reason."""
     bench = world[2]
     picks = ev.figure_picks(bench, 2)
     maps = ev.example_maps(runs, clip, bench, picks)
     assert list(maps) == list(runs) + ["CLIP dense similarity"]
-    assert maps["clip4dm"] == [None, None]
     for arm, ms in maps.items():
-        if arm != "clip4dm":
-            assert len(ms) == 2 and all(m.ndim == 2 and np.isfinite(m).all() for m in ms), arm
-    assert all(m.shape == bench.feats.grid for arm in ("decoupling", "sumclip", "CLIP dense similarity")
+        assert len(ms) == 2 and all(m.ndim == 2 and np.isfinite(m).all() for m in ms), arm
+    assert all(m.shape == bench.feats.grid for arm in ("decoupling", "sumclip", "clip4dm", "CLIP dense similarity")
                for m in maps[arm])
     images = [np.asarray(Image.open(bench.test.paths[i]).convert("RGB")) for i, _ in picks]
-    reason = ev.cell_reason("clip4dm", "pointing")
-    fig = plot_method_maps(images, [n for _, n in picks], [bench.test.boxes[i][n] for i, n in picks], maps,
-                           {"clip4dm": reason})
+    reason = "no map here"
+    fig = plot_method_maps(images, [n for _, n in picks], [bench.test.boxes[i][n] for i, n in picks],
+                           {**maps, "blank": [None, None]}, {"blank": reason})
     try:
-        assert len(fig.axes) == 2 * len(maps)
-        assert [ax.get_title() for ax in fig.axes[:len(maps)]] == list(maps)
-        blank = fig.axes[list(maps).index("clip4dm")]
+        assert len(fig.axes) == 2 * (len(maps) + 1)
+        assert [ax.get_title() for ax in fig.axes[:len(maps) + 1]] == [*maps, "blank"]
+        blank = fig.axes[len(maps)]
         assert not blank.axison and [t.get_text() for t in blank.texts] == [reason]
-        assert [fig.axes[r * len(maps)].get_ylabel() for r in range(2)] == [n for _, n in picks]
+        assert [fig.axes[r * (len(maps) + 1)].get_ylabel() for r in range(2)] == [n for _, n in picks]
     finally:
         plt.close(fig)
 

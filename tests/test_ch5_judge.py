@@ -13,6 +13,7 @@ import pytest
 
 from fgclip import verdicts as V
 from fgclip.studies.crosspaper import judge as jd
+from fgclip.studies.crosspaper import adapters as ad
 from fgclip.studies.crosspaper.adapters import METHODS, TASKS
 
 M = 0.05
@@ -250,6 +251,26 @@ def test_a_method_with_no_other_cell_is_not_called_specific():
     assert rec["own"] == "better" and not rec["others tested"] and not rec["specific"] and not rec["transfers"]
 
 
+@pytest.mark.parametrize("effect", [-3 * M, 3 * M], ids=["extension worse", "extension better"])
+def test_an_extension_cell_is_reported_apart_and_counts_for_nothing(effect):
+    """CLIP4DM's pointing cell is the book's extension: whatever its verdict, it is recorded under
+    'extensions', the method's transfer stays untested (neither 'specific' nor 'transfers'), and the
+    sentence names the cell as an extension and the own task's comparator."""
+    from fgclip.studies.crosspaper import findings as fd
+    a, b = arm("misalignment", 3 * M)
+    p, q = arm("pointing", effect)
+    j = jd.Judge({"clip4dm": {"misalignment": a, "pointing": p}, jd.CLIP_READING["misalignment"]: {"misalignment": b},
+                  jd.CLIP_READING["pointing"]: {"pointing": q}}, CLUSTERS, MARGINS)
+    tests = [j.transfer("clip4dm", "pointing"), j.transfer("clip4dm", "misalignment")]
+    rec = jd.findings(tests)["clip4dm"]
+    assert rec["extensions"] == {"pointing": "worse" if effect < 0 else "better"}
+    assert not rec["others tested"] and not rec["specific"] and not rec["transfers"] and not rec["better"]
+    sentence = fd.method_sentence("clip4dm", tests, jd.findings(tests))
+    assert "pointing, " + ad.EXTENSIONS["clip4dm", "pointing"] in sentence
+    assert "untested here" in sentence and f"it beats {jd.CLIP_READING['misalignment']}" in sentence
+    assert "transfers to a task of another kind" not in sentence
+
+
 def test_the_closing_sentence_claims_nothing_when_nothing_was_decided():
     """Every cell of a method 'cannot decide' (its A/A fails): the sentence neither supports nor
     refutes its paper's claim; one decided 'worse' cell: nothing supports the claim."""
@@ -265,3 +286,14 @@ def test_the_closing_sentence_claims_nothing_when_nothing_was_decided():
                   jd.CLIP_READING["presence"]: {"presence": d}}, CLUSTERS, MARGINS)
     tests = [j.transfer("maximage", "pointing"), j.transfer("maximage", "presence")]
     assert "nothing supports the claim" in fd.method_sentence("maximage", tests, jd.findings(tests))
+
+
+def test_an_a_a_of_identical_seeds_is_marked_vacuous_and_one_of_trained_seeds_is_not():
+    """A method that trains nothing (every seed the same scores) has an A/A that cannot fail: marked
+    vacuous; seeds that differ give a real A/A."""
+    a, b = arm("misalignment", 3 * M)
+    same = np.tile(a[0], (len(a), 1))
+    for x, want in ((same, True), (a, False)):
+        j = jd.Judge({"clip4dm": {"misalignment": x}, jd.CLIP_READING["misalignment"]: {"misalignment": b}},
+                     CLUSTERS, MARGINS)
+        assert jd.a_a_vacuous(j.transfer("clip4dm", "misalignment")) is want

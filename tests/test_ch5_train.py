@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fgclip.evaluation import encode_texts
+from fgclip.methods.clip4dm import pooling_relevance
 from fgclip.models import create_clip
 from fgclip.studies.crosspaper import adapters as ad
 from fgclip.studies.crosspaper import train as tr
@@ -86,14 +87,15 @@ def task_values(run, clip, test, feats) -> dict[str, float]:
         text = dict(zip(vocab, encode_texts(clip, vocab)))  # each word's text embedding alone
         word = [ad.sumclip_word_scores(emb[f.image], torch.stack([text[w] for w in f.words]), f.words) for f in foils]
         scores = ad.sumclip_name_scores(emb, names, cats)
-    else:  # CLIP4DM: no image-token relevance on a ResNet CLIP, so no pointing here; no retrieval at all
-        maps = None
+    else:  # CLIP4DM: pointing by the pooling's relevance (the extension); no retrieval at all
+        assert m.relevance.shape == (len(test), len(cats), 1 + feats.grid[0] * feats.grid[1])
+        maps = [ad.clip4dm_name_maps({n: m.relevance[i, m.names.index(n)] for n in ns}, feats.grid)
+                for i, ns in enumerate(present)]
         word = ad.clip4dm_word_scores(m.attributions, m.captions)
         scores = ad.clip4dm_name_scores(m.image_emb, m.name_text, m.names)
     out = {"misalignment": find_wrong_word(word, [f.word_index for f in foils]).accuracy,
            "presence": presence(scores, test.labels).mean}
-    if maps is not None:
-        out["pointing"] = point_at_names(maps, test.boxes, test.hws).accuracy
+    out["pointing"] = point_at_names(maps, test.boxes, test.hws).accuracy
     if (run.method, "retrieval") not in ad.NOT_APPLICABLE:
         out["retrieval"] = retrieval(scores, test.labels.astype(bool)).mean
     return out
@@ -105,7 +107,7 @@ def test_modules_plug_into_the_adapters(runs, world, clip, method):
     run = runs[method]
     assert run.method == method and run.seeds == SEEDS and len(run.modules) == len(SEEDS) and run.seconds > 0
     values = task_values(run, clip, test, feats)
-    expected = {"misalignment", "presence"} | ({"pointing", "retrieval"} if method != "clip4dm" else set())
+    expected = {"pointing", "misalignment", "presence"} | ({"retrieval"} if method != "clip4dm" else set())
     assert set(values) == expected
     assert all(0.0 <= v <= 1.0 for v in values.values()), values
 
@@ -127,6 +129,21 @@ def test_clip4dm_layer_choice_is_recorded(runs):
     rec = runs["clip4dm"].record
     assert rec.extra["layers"].startswith("last ") and rec.extra["layers"] in rec.extra["LA by layers"]
     assert all(0 <= v <= 1 for v in rec.extra["LA by layers"].values())
+
+
+def test_clip4dm_image_rule_is_the_better_one_on_validation_and_the_test_relevance_uses_it(runs, world):
+    """Both rules' validation pointing recorded; the higher one chosen (a tie keeps CLIP4DM's own);
+    the test images' relevance is pooling_relevance under that rule, names in the categories' order."""
+    rec, (_, stage, test, feats) = runs["clip4dm"].record, world
+    acc = rec.extra["validation pointing by image-side rule"]
+    assert set(acc) == set(tr.IMAGE_RULES.values()) and all(0 <= v <= 1 for v in acc.values())
+    relu = acc[tr.IMAGE_RULES[True]] > acc[tr.IMAGE_RULES[False]]
+    assert rec.extra["image-side rule"] == tr.IMAGE_RULES[relu]
+    assert tr.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text) == \
+        (relu, acc)
+    want = pooling_relevance(stage.clip.model.visual.attnpool, feats.feature_map, runs["clip4dm"].modules[0].name_text,
+                             relu)
+    torch.testing.assert_close(runs["clip4dm"].modules[0].relevance, want)
 
 
 @pytest.mark.parametrize("method", ["maximage", "decoupling", "sumclip"])

@@ -113,6 +113,45 @@ def token_relevance(maps: Sequence[torch.Tensor | None], grads: Sequence[torch.T
     return rel[torch.arange(b, device=rel.device), eos]  # (B, L)
 
 
+def pooling_relevance(pool: torch.nn.Module, feature_map: torch.Tensor, text_emb: torch.Tensor,
+                      relu: bool = False) -> torch.Tensor:
+    """An EXTENSION to the image side (the paper attributes text tokens only): Eq.
+    (eq-clip4dm-relevance) on the one attention layer of an attention-pooled ResNet CLIP.
+
+    open_clip's ``AttentionPool2d`` lets the mean token attend over L = 1 + P tokens, itself and
+    the P = h w cells of the layer-4 map F (C, h, w), with one map A^h (L,) per head h:
+    e = W_c concat_h(sum_k A^h_k V^h_k). For a text embedding t, s = cos(e, t) and
+
+        R[k] = E_h[∇A^h_k A^h_k],   ∇A^h = ∂s / ∂A^h            (CLIP4DM's rule: no ReLU)
+
+    or, with ``relu``, E_h[(∇A^h_k A^h_k)^+] (Chefer et al.'s GAE, the rule CLIP4DM modifies).
+    It is the row of the mean token, the token CLIP pools, as the [EOS] row is on the text side
+    (one layer: no mean over layers, no rollout); A^h is taken as it is (the gradient stops at
+    the maps, not through their softmax). k = 0 is the mean token; 1 + r w + q the map's cell
+    (r, q). feature_map (B, C, h, w), text_emb (T, D) -> R (B, T, 1 + P).
+    """
+    b, c, h, w = feature_map.shape
+    if h * w + 1 != pool.positional_embedding.shape[0]:
+        raise ValueError(f"feature_map has {h * w} positions; the pooling expects {pool.positional_embedding.shape[0] - 1}")
+    heads, d = pool.num_heads, c // pool.num_heads
+    with torch.enable_grad():
+        flat = feature_map.detach().float().flatten(2).transpose(1, 2)  # (B, P, C)
+        tokens = torch.cat([flat.mean(1, keepdim=True), flat], 1) + pool.positional_embedding.float()  # (B, L, C)
+        q = pool.q_proj(tokens[:, :1]).view(b, 1, heads, d).transpose(1, 2)  # (B, H, 1, d)
+        k = pool.k_proj(tokens).view(b, -1, heads, d).transpose(1, 2)  # (B, H, L, d)
+        v = pool.v_proj(tokens).view(b, -1, heads, d).transpose(1, 2)  # (B, H, L, d)
+        attn = torch.softmax(q @ k.transpose(-1, -2) / d ** 0.5, -1).squeeze(2)  # (B, H, L)
+        attn = attn.detach().requires_grad_(True)  # the maps A^h are the leaves the gradient is taken at
+        e = pool.c_proj((attn.unsqueeze(-1) * v).sum(2).reshape(b, c))  # (B, D)
+        s = torch.nn.functional.normalize(e, dim=-1) @ torch.nn.functional.normalize(text_emb.float(), dim=-1).T  # (B, T)
+        rel = []
+        for j in range(s.shape[1]):  # one gradient per text; an image's s depends on its own maps only
+            grad, = torch.autograd.grad(s[:, j].sum(), attn, retain_graph=j + 1 < s.shape[1])
+            cam = grad * attn  # (B, H, L)
+            rel.append((cam.clamp(min=0) if relu else cam).mean(1).detach())  # (B, L)
+    return torch.stack(rel, 1)  # (B, T, L)
+
+
 def word_attributions(rel: np.ndarray, counts: Sequence[int], keep: Sequence[int]) -> np.ndarray:
     """Eq. (eq-clip4dm-word) of chapter 2: w_j = (1/|𝒯_j|) Σ_{k∈𝒯_j} R̄[EOS, k], the mean of
     one caption's [EOS] row over the BPE tokens 𝒯_j of official word j.

@@ -46,6 +46,13 @@ NOT_APPLICABLE = {
                               "adds no retrieval method of its own",
 }
 
+# cells filled by the book's own extension of a method, not by the method as its paper defines it:
+# their verdicts are reported, named as extensions, and never counted for or against the paper's claim
+EXTENSIONS = {
+    ("clip4dm", "pointing"): "our extension of CLIP4DM's rule to the image side (its paper attributes caption "
+                             "words only)",
+}
+
 
 class NotApplicable(ValueError):
     """A '-' cell: the method cannot be asked this task; the message is the reason."""
@@ -122,14 +129,14 @@ def maximage_name_scores(heads: MaxImageHeads, feats: torch.Tensor,
 # ---------------------------------------------------------------------- CLIP4DM (ch2)
 def clip4dm_name_maps(relevance: Mapping[str, torch.Tensor | np.ndarray], grid: tuple[int, int]) -> NameMaps:
     """Pointing, an EXTENSION (the paper attributes text tokens only): the image-side
-    analogue of Eq. (eq-clip4dm-relevance), R_c[k] = R̄[CLS, k] over a ViT's image tokens for
-    the pair (image, 'a {c}'), its CLS token (k = 0) dropped and the h*w patch tokens laid
-    out row by row: M_c[r, q] = R_c[1 + r w + q]. relevance[c]: (1 + h*w,), computed by the
-    caller (:mod:`fgclip.methods.clip4dm` captures the text tower's attention only)."""
+    analogue of Eq. (eq-clip4dm-relevance) for the pair (image, 'A photo depicts a {c}'),
+    R_c[k] over the tokens of the CLIP's attention pooling
+    (:func:`fgclip.methods.clip4dm.pooling_relevance`), its mean token (k = 0) dropped and
+    the h*w map cells laid out row by row: M_c[r, q] = R_c[1 + r w + q]. relevance[c]: (1 + h*w,)."""
     if not relevance:
         raise ValueError("relevance: no name given")
     rows = torch.stack([torch.as_tensor(r, dtype=torch.float64).flatten() for r in relevance.values()])  # (C, 1+P)
-    return NameMaps(tuple(relevance), _grid_maps(rows[:, 1:], grid, "relevance without its CLS token"))
+    return NameMaps(tuple(relevance), _grid_maps(rows[:, 1:], grid, "relevance without its mean token"))
 
 
 def clip4dm_word_scores(att: Attributions, captions: Sequence[str]) -> list[WordScores]:

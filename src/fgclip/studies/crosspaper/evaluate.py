@@ -49,10 +49,6 @@ OWN_TASK = {"maximage": "pointing", "clip4dm": "misalignment", "sumclip": "retri
 UNITS = {"pointing": ("(image, name) trials", "images"), "misalignment": ("FOIL captions", "images"),
          "presence": ("categories", "categories"), "retrieval": ("categories", "categories")}
 PROBE_L2S = (1e-3, 1e-2, 1e-1, 1.0)  # wider than fit_probe's default: on 320 images its largest lambda won
-STAGE_NOT_APPLICABLE = {
-    ("clip4dm", "pointing"): "on a ResNet CLIP (toy-rn) CLIP4DM's image-side extension has no image tokens to "
-                             "attribute: the cell needs a ViT stage",
-}
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +170,10 @@ def _method_outputs(run: MethodRun, k: int, clip, bench: Bench, text: Mapping[st
     if run.method == "clip4dm":
         at = {id(f): j for j, f in enumerate(bench.test.foils)}  # the kept items are the split's own objects
         words = ad.clip4dm_word_scores(m.attributions, m.captions)  # every test FOIL caption
-        return {"misalignment": [words[at[id(f)]] for f in foils]}  # presence: '-' (NOT_APPLICABLE)
+        rel = {n: m.relevance[:, m.names.index(n)] for n in cats}  # name -> (N, 1 + h w)
+        return {"pointing": [ad.clip4dm_name_maps({n: rel[n][i] for n in q}, feats.grid)
+                             for i, q in enumerate(bench.queried)],
+                "misalignment": [words[at[id(f)]] for f in foils]}  # presence: '-' (NOT_APPLICABLE)
     raise ValueError(f"run.method must be one of {ad.METHODS}, got {run.method!r}")
 
 
@@ -201,10 +200,8 @@ def method_scores(run: MethodRun, clip, bench: Bench) -> dict[str, np.ndarray]:
 
 
 def cell_reason(method: str, task: str) -> str | None:
-    """Why a cell stays '-' (the method cannot be asked, or not on this stage); None if it is filled."""
-    if (method, task) in ad.NOT_APPLICABLE:
-        return ad.NOT_APPLICABLE[(method, task)]
-    return STAGE_NOT_APPLICABLE.get((method, task))
+    """Why a cell stays '-' (the method cannot be asked it); None if it is filled."""
+    return ad.NOT_APPLICABLE.get((method, task))
 
 
 # --------------------------------------------------------------------------- references

@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 
 from ... import verdicts as V
-from .adapters import METHODS, TASKS
+from .adapters import EXTENSIONS, METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
-from .judge import BASELINE, KIND, Judge, conclusion_word, findings as group_findings, kind, task_of
+from .judge import (BASELINE, KIND, Judge, a_a_vacuous, conclusion_word, findings as group_findings, kind,
+                    task_of)
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",
@@ -65,7 +66,8 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     parts = [f"**{LABEL[method]}**, on its own paper's task ({own}, against {ref.get(own, '-')}): "
              f"{_said(by_task[own]) if own in by_task else '-'}."]
     others = [t for t in TASKS if t != own]
-    said = [f"{t} (against {ref[t]}): {_said(by_task[t])}" for t in others if t in by_task]
+    said = [f"{t}{', ' + EXTENSIONS[method, t] if (method, t) in EXTENSIONS else ''} (against {ref[t]}): "
+            f"{_said(by_task[t])}" for t in others if t in by_task]
     empty = [f"{t}: '-' ({cell_reason(method, t)})" for t in others if t not in by_task]
     parts.append("On the other tasks, " + "; ".join(said + empty) + ".")
     rec = record[method]
@@ -84,12 +86,14 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
         parts.append(f"None of its comparisons could be decided at this size, so this run neither supports nor "
                      f"refutes the claim that {CLAIM[method]}.")
     elif not rec["others tested"]:
-        parts.append(f"No other task can be asked of it on this stage, so whether its alignment transfers is untested "
-                     f"here" + (f"; on its own task it beats the frozen CLIP's reading." if rec["own"] == "better"
-                                else "."))
+        ext = (f" (the {', '.join(rec['extensions'])} cell reads the book's extension, not the paper's method, and "
+               f"counts neither way)" if rec["extensions"] else "")
+        parts.append(f"No other task can be asked of the paper's own method on this stage{ext}, so whether its "
+                     f"alignment transfers is untested here" + (f"; on its own task it beats {ref[own]}."
+                                                                if rec["own"] == "better" else "."))
     elif rec["specific"]:
-        parts.append(f"Its gain is specific to its own task: it beats the frozen CLIP there and nowhere else, so "
-                     f"the claim that {CLAIM[method]} is shown here for its own metric only.")
+        parts.append(f"Its gain is specific to its own task: it beats {ref[own]} there and the frozen CLIP's "
+                     f"reading nowhere else, so the claim that {CLAIM[method]} is shown here for its own metric only.")
     elif unconverged:
         parts.append(f"It beats the frozen CLIP's own reading on no task here, but its training had not converged "
                      f"(see the caveat), so this run cannot test the claim that {CLAIM[method]}.")
@@ -135,7 +139,7 @@ def baseline_sentence(baseline: Sequence[V.Verdict]) -> str:
 def controls_sentence(transfer: Sequence[V.Falsification]) -> str:
     """How many transfer tests their controls (planted effect, A/A) let decide, and which could not;
     an A/A of a method that trains nothing (every seed the same run) is vacuous and counted apart."""
-    vacuous = [f for f in transfer if f.negative.ci_low == f.negative.ci_high == 0.0]
+    vacuous = [f for f in transfer if a_a_vacuous(f)]
     real = [f for f in transfer if f not in vacuous]
     bad = [f.test.claim for f in real if not f.controls_pass]
     return (f"{len(real) - len(bad)} of {len(real)} transfer tests passed both controls (the planted effect fired, "

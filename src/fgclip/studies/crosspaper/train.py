@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...methods.clip4dm import Attributions, clip4dm, clip4dm_variants
+from ...methods.clip4dm import Attributions, clip4dm, clip4dm_variants, pooling_relevance
 from ...models import Clip
 from ...partial_labels import known_masks, partial_targets
 from ...toyworld.export import load_toyworld_meta
@@ -45,7 +45,8 @@ from ..for_retrieval import folds as ff, protocol as fp
 from ..for_retrieval.data import ForData, open_vocabulary
 from ..for_retrieval.head import FrozenFeatures, label_matrix
 from ..maximage import arms as ma, data as mdata, heads as mh, init_census as mic
-from .adapters import name_texts
+from .adapters import clip4dm_name_maps, name_texts
+from .tasks import point_at_names
 from .data import SharedFeatures, SharedSplit, encode_shared, name_embeddings, read_shared
 
 # each chapter's grid and budget, as its notebook sets them (lrs, epochs), and the head settings
@@ -323,13 +324,15 @@ def train_sumclip(stage: Stage, seeds: Sequence[int] = (0, 1), novel: Sequence[s
 @dataclass(eq=False)
 class Clip4dmOutputs:
     """CLIP4DM on one split: w_j of each FOIL caption (``captions``, the foil texts in the split's
-    order), CLIP's image embeddings and the texts 'A photo depicts a {name}' (the adapters' inputs)."""
+    order), CLIP's image embeddings, the texts 'A photo depicts a {name}' and, the image-side
+    extension, each (image, name text)'s relevance over the pooling's tokens (the adapters' inputs)."""
 
     attributions: Attributions
     captions: list[str]
     image_emb: torch.Tensor  # (N, D)
     name_text: torch.Tensor  # (C, D)
     names: tuple[str, ...]
+    relevance: torch.Tensor  # (N, C, 1 + h w): pooling_relevance of every test image and name text
 
 
 @contextlib.contextmanager
@@ -353,13 +356,35 @@ def _foil_rows(items) -> pd.DataFrame:
                          "foil_word": [f.foil_word for f in items]})
 
 
+IMAGE_RULES = {False: "CLIP4DM's rule (no ReLU)", True: "GAE (ReLU before the head mean)"}
+
+
+def choose_image_rule(pool: torch.nn.Module, stage: Stage, name_text: torch.Tensor) -> tuple[bool, dict[str, float]]:
+    """The image-side extension's rule, chosen as the text side chooses its layers: pointing
+    accuracy on the validation images (every (image, name) with a box) of
+    :func:`fgclip.methods.clip4dm.pooling_relevance` without and with the ReLU; a tie keeps
+    CLIP4DM's own rule. name_text: (C, D) in ``stage.train.categories`` order. Returns (relu, rule -> accuracy)."""
+    val, cats = stage.val_idx, list(stage.train.categories)
+    fmap = stage.feats.feature_map[val].to(stage.device)  # (V, C, h, w)
+    queried = [tuple(stage.train.boxes[i]) for i in val]
+    acc = {}
+    for relu, label in IMAGE_RULES.items():
+        rel = pooling_relevance(pool, fmap, name_text.to(stage.device), relu).cpu()  # (V, C, 1 + h w)
+        maps = [clip4dm_name_maps({n: rel[k, cats.index(n)] for n in q}, tuple(fmap.shape[-2:]))
+                for k, q in enumerate(queried)]
+        acc[label] = point_at_names(maps, [stage.train.boxes[i] for i in val], [stage.train.hws[i] for i in val]).accuracy
+    return acc[IMAGE_RULES[True]] > acc[IMAGE_RULES[False]], acc
+
+
 def clip4dm_outputs(stage: Stage, test: SharedSplit, test_feats: SharedFeatures, seeds: Sequence[int] = (0, 1),
                     n_last_layers: int = 0, batch_size: int = 128) -> MethodRun:
     """CLIP4DM, training-free (:func:`fgclip.methods.clip4dm.clip4dm`: gradient x attention on the
     frozen text tower, negatives kept), its last-n text layers chosen as chapter 2 does
     (:func:`fgclip.studies.clip4dm.selection.choose_layers`: the best LA on the validation images'
-    FOIL captions; ``n_last_layers`` > 0 fixes n), then run on ``test``'s FOIL captions. The same
-    outputs for every seed (nothing is drawn; ties are broken by the task's rng)."""
+    FOIL captions; ``n_last_layers`` > 0 fixes n), then run on ``test``'s FOIL captions; and the
+    image-side extension (:func:`fgclip.methods.clip4dm.pooling_relevance`) of every test image
+    with every name text, for pointing. The same outputs for every seed (nothing is drawn; ties
+    are broken by the task's rng)."""
     seeds = _check_seeds(seeds)
     clip, val = stage.clip, set(stage.val_idx.tolist())
     items = [f for f in stage.train.foils if f.image in val]
@@ -375,9 +400,16 @@ def clip4dm_outputs(stage: Stage, test: SharedSplit, test_feats: SharedFeatures,
         la, main = choose_layers(attr_val, _foil_rows(items), n_layers, np.random.default_rng(seeds[0]), n_last_layers)
         att = clip4dm(clip, test_feats.pooled, captions, main, device=stage.device, batch_size=batch_size,
                       image_index=[f.image for f in test.foils])
-    out = Clip4dmOutputs(att, captions, test_feats.pooled, name_embeddings(clip, name_texts(test.categories), "{}"),
-                         tuple(test.categories))
+    if tuple(test.categories) != tuple(stage.train.categories):
+        raise ValueError("parameter 'test': its categories are not the stage's (another world?)")
+    name_text = name_embeddings(clip, name_texts(test.categories), "{}")  # (C, D)
+    pool = clip.model.visual.attnpool
+    relu, rules = choose_image_rule(pool, stage, name_text)
+    relevance = pooling_relevance(pool, test_feats.feature_map.to(stage.device), name_text.to(stage.device),
+                                  relu).cpu()  # (N, C, 1 + h w)
+    out = Clip4dmOutputs(att, captions, test_feats.pooled, name_text, tuple(test.categories), relevance)
     record = Record("clip4dm", "CLIP4DM", None, None, "-", (), 0, (), {}, "LA of the most negative word",
                     f"validation: FOIL captions of the last {stage.n_val} shared training images",
-                    extra={"layers": main.label, "LA by layers": la.to_dict()})
+                    extra={"layers": main.label, "LA by layers": la.to_dict(), "image-side rule": IMAGE_RULES[relu],
+                           "validation pointing by image-side rule": rules})
     return MethodRun("clip4dm", seeds, [out] * len(seeds), record, time.perf_counter() - t0)

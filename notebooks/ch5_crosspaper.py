@@ -234,7 +234,8 @@ fig = plot_selection_curves([r.record.selection for r in runs.values() if r.reco
 # nothing else is chosen. The cells are layer-4 convolution outputs, so $R_c$ sees only how the
 # pooling weighs them, not the backbone's spatial mixing before it
 # ({func}`fgclip.methods.clip4dm.pooling_relevance`, checked against the closed-form gradient in
-# the unit tests). Its verdict is reported and counts neither for nor against the paper's claim.
+# the unit tests). Its verdict is reported, marked "(ext.)" in the tables with the chosen rule in
+# the record (`image-side rule`), and counts neither for nor against the paper's claim.
 
 # %%
 display(show_source(pooling_relevance))
@@ -255,14 +256,17 @@ display(pd.Series(reasons, name="why the cell is '-'").to_frame())
 #
 # Four test images with objects of two categories or more, the first object's name, and each
 # method's map for it (first seed) beside CLIP's dense similarity; white boxes are the name's
-# objects. Each map is drawn on its own scale: the pointing task reads only its argmax.
+# objects. Each map is drawn on its own scale: the pointing task reads only its argmax. CLIP4DM's
+# column (ext.) is the book's image-side extension under the rule its validation chose, not the
+# paper's method.
 
 # %%
 picks = xev.figure_picks(bench)
 maps = xev.example_maps(runs, clip, bench, picks)
 images = [np.asarray(Image.open(test.paths[i]).convert("RGB")) for i, _ in picks]
 fig = plot_method_maps(images, [c for _, c in picks], [test.boxes[i][c] for i, c in picks],
-                       {xfind.LABEL.get(arm, arm): m for arm, m in maps.items()})
+                       {xfind.LABEL.get(arm, arm) + (" (ext.)" if (arm, "pointing") in ad.EXTENSIONS else ""): m
+                        for arm, m in maps.items()})
 
 # %% [markdown]
 # ## Does each method beat the CLIP it was built on?
@@ -349,6 +353,7 @@ display(found_box("What we found", list(findings.values())))
 write_results(results_path, {
     "verdicts": [f.test for f in judged["transfer"]] + judged["baseline"] + judged["stage"],
     "transfer": [{**f.to_dict(), "a_a_vacuous": xjudge.a_a_vacuous(f)} for f in judged["transfer"]],
+    "claim_roles": xjudge.claim_roles(judge, judged),  # `make replicate` pairs claims by role, not by the reading's name
     "table": table.to_dict(), "per_seed": xfind.seed_values(scores), "findings": findings,
     "record": xjudge.findings(judged["transfer"]), "not_applicable": reasons,
     "selection": selection,

@@ -266,9 +266,16 @@ def test_an_extension_cell_is_reported_apart_and_counts_for_nothing(effect):
     assert rec["extensions"] == {"pointing": "worse" if effect < 0 else "better"}
     assert not rec["others tested"] and not rec["specific"] and not rec["transfers"] and not rec["better"]
     sentence = fd.method_sentence("clip4dm", tests, jd.findings(tests))
-    assert "pointing, " + ad.EXTENSIONS["clip4dm", "pointing"] in sentence
+    assert f"pointing ({ad.EXTENSIONS['clip4dm', 'pointing']}; against {jd.CLIP_READING['pointing']})" in sentence
     assert "untested here" in sentence and f"it beats {jd.CLIP_READING['misalignment']}" in sentence
     assert "transfers to a task of another kind" not in sentence
+    assert tests[0].test.claim.startswith("clip4dm's image-side extension vs ")  # the record names it too
+    assert jd.transfer_table(tests).loc["clip4dm", "pointing"].endswith("(ext.)")
+    base = [j.compare("clip4dm", jd.BASELINE["pointing"], "pointing", f"{jd.subject('clip4dm', 'pointing')} vs x on pointing",
+                      p, q - 1.0)]
+    assert "better on pointing (the book's extension)" in fd.baseline_sentence(base)
+    controls = fd.controls_sentence(tests)
+    assert controls.startswith("0 of 0 transfer tests of trained methods") and "2 more are of a method that trains nothing" in controls
 
 
 def test_the_closing_sentence_claims_nothing_when_nothing_was_decided():
@@ -288,12 +295,38 @@ def test_the_closing_sentence_claims_nothing_when_nothing_was_decided():
     assert "nothing supports the claim" in fd.method_sentence("maximage", tests, jd.findings(tests))
 
 
-def test_an_a_a_of_identical_seeds_is_marked_vacuous_and_one_of_trained_seeds_is_not():
-    """A method that trains nothing (every seed the same scores) has an A/A that cannot fail: marked
-    vacuous; seeds that differ give a real A/A."""
+def test_the_a_a_of_a_method_that_trains_nothing_is_marked_vacuous_whatever_its_scores():
+    """By design, not by result: CLIP4DM's A/A is vacuous even where a seeded tie-break makes its
+    seeds differ; a trained method's A/A is real even where its seeds happen to agree."""
     a, b = arm("misalignment", 3 * M)
     same = np.tile(a[0], (len(a), 1))
-    for x, want in ((same, True), (a, False)):
-        j = jd.Judge({"clip4dm": {"misalignment": x}, jd.CLIP_READING["misalignment"]: {"misalignment": b}},
+    for method, x, want in (("clip4dm", same, True), ("clip4dm", a, True), ("maximage", same, False)):
+        j = jd.Judge({method: {"misalignment": x}, jd.CLIP_READING["misalignment"]: {"misalignment": b}},
                      CLUSTERS, MARGINS)
-        assert jd.a_a_vacuous(j.transfer("clip4dm", "misalignment")) is want
+        assert jd.a_a_vacuous(j.transfer(method, "misalignment")) is want
+
+
+def test_claim_roles_name_the_chosen_reading_by_its_role_only_where_it_was_chosen():
+    """Presence judged against a reading chosen on validation: its transfer test, planted control and
+    stage verdict get the role's claim and arms; pointing (a fixed reading) and the A/A get none."""
+    scores, methods = {}, {}
+    for t in ("pointing", "presence"):
+        a, b = arm(t, 3 * M)
+        ref = "Cluster-CLIP" if t == "presence" else jd.CLIP_READING[t]
+        scores.setdefault(ref, {})[t] = b
+        scores.setdefault(jd.BASELINE[t], {})[t] = b - 0.2
+        methods.setdefault("maximage", {})[t] = a
+    for t in ("misalignment", "retrieval"):  # every task needs its stage arms
+        b = arm(t, 0.0)[1]
+        scores.setdefault(jd.CLIP_READING[t], {})[t] = b
+        scores.setdefault(jd.BASELINE[t], {})[t] = b - 0.2
+    scores["maximage"] = methods["maximage"]
+    judge = jd.Judge(scores, CLUSTERS, MARGINS, readings={"presence": "Cluster-CLIP"})
+    judged = jd.judge_all(judge, methods)
+    roles = jd.claim_roles(judge, judged)
+    f = next(f for f in judged["transfer"] if jd.task_of(f.test) == "presence")
+    stage = next(v for v in judged["stage"] if jd.task_of(v) == "presence")
+    assert set(roles) == {"\t".join((v.claim, *v.arms)) for v in (f.test, f.positive, stage)}
+    assert roles["\t".join((f.test.claim, *f.test.arms))] == {
+        "claim": f"maximage vs {jd.CHOSEN_READING} on presence", "arms": ["maximage", jd.CHOSEN_READING]}
+    assert all("Cluster-CLIP" not in r["claim"] and "Cluster-CLIP" not in r["arms"] for r in roles.values())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fgclip.studies.crosspaper.adapters import METHODS, TASKS
+from fgclip.studies.crosspaper.adapters import EXTENSIONS, METHODS, TASKS
 from fgclip.studies.crosspaper.evaluate import OWN_TASK, cell_reason
 from fgclip.studies.crosspaper.judge import BASELINE, CELL_REFERENCES, CLIP_READING, KIND, kind
 
@@ -84,8 +84,12 @@ def test_the_closing_sentences_say_what_the_tests_concluded(record):
                 assert "cannot decide" in sentence
         rec = record["record"][method]
         assert rec["own task"] == OWN_TASK[method]
+        assert set(rec["extensions"]) == {t for t in TASKS if (method, t) in EXTENSIONS and (method, t) in tests}
+        for task in rec["extensions"]:  # named as the book's extension where it is said, never as the paper's
+            assert EXTENSIONS[method, task] in sentence and "extension" in tests[method, task]["test"]["claim"]
         better = [t for t in TASKS if (method, t) in tests and tests[method, t]["controls_pass"]
-                  and tests[method, t]["test"]["verdict"] == "A better" and t != OWN_TASK[method]]
+                  and tests[method, t]["test"]["verdict"] == "A better" and t != OWN_TASK[method]
+                  and (method, t) not in EXTENSIONS]  # the book's extension counts for nothing
         assert sorted(rec["better"]) == sorted(better)
         assert rec["transfers"] == any(kind(method, t) != KIND[OWN_TASK[method]] for t in better)
 

@@ -1,6 +1,8 @@
 """Chapter 5's trained methods at tiny sizes (24 training images, 8 of them validation; 10 test
 images; 2 epochs or periods; 2 seeds): each chapter's method trained by its own code on the shared
 split, selected on the validation images, its per-seed modules plugged into the adapters."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -144,6 +146,14 @@ def test_clip4dm_image_rule_is_the_better_one_on_validation_and_the_test_relevan
     want = pooling_relevance(stage.clip.model.visual.attnpool, feats.feature_map, runs["clip4dm"].modules[0].name_text,
                              relu)
     torch.testing.assert_close(runs["clip4dm"].modules[0].relevance, want)
+
+
+def test_a_tie_on_validation_keeps_clip4dms_own_rule(runs, world, monkeypatch):
+    """Equal validation pointing for both rules: CLIP4DM's own (no ReLU) stays."""
+    stage = world[1]
+    monkeypatch.setattr(tr, "point_at_names", lambda *args, **kw: SimpleNamespace(accuracy=0.5))
+    relu, acc = tr.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text)
+    assert relu is False and acc == {rule: 0.5 for rule in tr.IMAGE_RULES.values()}
 
 
 @pytest.mark.parametrize("method", ["maximage", "decoupling", "sumclip"])

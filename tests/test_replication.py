@@ -45,6 +45,25 @@ def test_missing_results_name_the_file(tmp_path):
     assert replication.load_verdicts(tmp_path, "ch7") == [head, control]
 
 
+def test_a_claim_naming_a_choice_of_the_run_pairs_by_its_role(tmp_path):
+    """Chapter 5 judges presence against the CLIP reading its validation chose: the book chose one
+    reading ('x' here), the replicate another ('z'). Through each run's claim_roles both load under
+    the role's claim and arms (what was run kept in as_run), and pair as 'same', not 'missing'."""
+    up, down = np.ones((3, 10)), np.zeros((3, 10))
+
+    def run(folder: str, reading: str) -> list[dict]:
+        rec = compare(up, down, claim=f"m vs {reading} on presence", arms=("m", reading), unit="u", margin=0.05).to_dict()
+        roles = {f"m vs {reading} on presence\tm\t{reading}": {"claim": "m vs chosen on presence", "arms": ["m", "chosen"]}}
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "ch5.json").write_text(json.dumps({"verdicts": [rec], "claim_roles": roles}))
+        return replication.load_verdicts(tmp_path / folder, "ch5")
+
+    book, rep = run("book", "x"), run("rep", "z")
+    assert [(r["claim"], r["arms"], r["as_run"]) for r in book] == [("m vs chosen on presence", ["m", "chosen"], "m vs x")]
+    rows = replication.compare_chapter("ch5", book, rep)
+    assert [r["status"] for r in rows] == ["same"]
+
+
 def test_two_different_verdicts_under_one_claim_are_refused(tmp_path):
     up, down = np.ones((3, 10)), np.zeros((3, 10))
     a, b = _record("same words", up, down), _record("same words", down, up)

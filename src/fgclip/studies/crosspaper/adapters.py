@@ -49,8 +49,7 @@ NOT_APPLICABLE = {
 # cells filled by the book's own extension of a method, not by the method as its paper defines it:
 # their verdicts are reported, named as extensions, and never counted for or against the paper's claim
 EXTENSIONS = {
-    ("clip4dm", "pointing"): "our extension of CLIP4DM's rule to the image side (its paper attributes caption "
-                             "words only)",
+    ("clip4dm", "pointing"): "the book's image-side extension of CLIP4DM, whose paper attributes caption words only",
 }
 
 

@@ -11,6 +11,7 @@ from .adapters import EXTENSIONS, METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
 from .judge import (BASELINE, KIND, Judge, a_a_vacuous, conclusion_word, findings as group_findings, kind,
                     task_of)
+from .train import IMAGE_RULES
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",
@@ -27,14 +28,16 @@ CLAIM = {"maximage": "retrieval training alone ties each word to the regions it 
 
 
 def cell_table(judge: Judge, arms: Sequence[str]) -> pd.DataFrame:
-    """arm x task: 'mean [lo, hi]' (the arm's own interval over seeds and clustered units), '-' where empty."""
+    """arm x task: 'mean [lo, hi]' (the arm's own interval over seeds and clustered units), '(ext.)' after
+    a cell the book's extension fills, '-' where empty."""
     rows = {}
     for arm in arms:
         rows[arm] = {}
         for task in TASKS:
             if task in judge.scores.get(arm, {}):
                 v = judge.cell_interval(arm, task)
-                rows[arm][task] = f"{v.difference:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]"
+                ext = " (ext.)" if (arm, task) in EXTENSIONS else ""
+                rows[arm][task] = f"{v.difference:.3f} [{v.ci_low:.3f}, {v.ci_high:.3f}]{ext}"
             else:
                 rows[arm][task] = "-"
     return pd.DataFrame(rows).T[list(TASKS)]
@@ -54,7 +57,20 @@ def _said(f: V.Falsification) -> str:
     t = f.test
     small = ((t.verdict == V.A_BETTER and t.ci_low < t.margin) or (t.verdict == V.B_BETTER and t.ci_high > -t.margin))
     return (f"**{t.outcome}** ({_interval(t)}, margin ±{t.margin:g}"
-            + (", its interval reaching a difference smaller than the margin)" if small else ")"))
+            + (", its interval reaching a difference smaller than the margin" if small else "")
+            + ("; its A/A cannot fail, nothing being trained" if a_a_vacuous(f) else "") + ")")
+
+
+def extension_note(method: str, task: str, runs: Mapping[str, MethodRun] | None = None) -> str:
+    """A cell the book's extension fills, in words: what it is and, for CLIP4DM's image side, the
+    rule its validation chose with both rules' validation pointing."""
+    note = EXTENSIONS[method, task]
+    extra = runs[method].record.extra if runs and method in runs else {}
+    if "image-side rule" in extra:
+        acc = extra["validation pointing by image-side rule"]
+        note += (f"; rule {extra['image-side rule']}, chosen on validation pointing ("
+                 + ", ".join(f"{rule} {acc[rule]:.3f}" for rule in IMAGE_RULES.values()) + ")")
+    return note
 
 
 def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Mapping,
@@ -66,7 +82,7 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     parts = [f"**{LABEL[method]}**, on its own paper's task ({own}, against {ref.get(own, '-')}): "
              f"{_said(by_task[own]) if own in by_task else '-'}."]
     others = [t for t in TASKS if t != own]
-    said = [f"{t}{', ' + EXTENSIONS[method, t] if (method, t) in EXTENSIONS else ''} (against {ref[t]}): "
+    said = [f"{t} ({extension_note(method, t, runs) + '; ' if (method, t) in EXTENSIONS else ''}against {ref[t]}): "
             f"{_said(by_task[t])}" for t in others if t in by_task]
     empty = [f"{t}: '-' ({cell_reason(method, t)})" for t in others if t not in by_task]
     parts.append("On the other tasks, " + "; ".join(said + empty) + ".")
@@ -88,7 +104,7 @@ def method_sentence(method: str, transfer: Sequence[V.Falsification], record: Ma
     elif not rec["others tested"]:
         ext = (f" (the {', '.join(rec['extensions'])} cell reads the book's extension, not the paper's method, and "
                f"counts neither way)" if rec["extensions"] else "")
-        parts.append(f"No other task can be asked of the paper's own method on this stage{ext}, so whether its "
+        parts.append(f"No other task can be asked of the paper's own method{ext}, so whether its "
                      f"alignment transfers is untested here" + (f"; on its own task it beats {ref[own]}."
                                                                 if rec["own"] == "better" else "."))
     elif rec["specific"]:
@@ -129,8 +145,10 @@ def baseline_sentence(baseline: Sequence[V.Verdict]) -> str:
         mine = [v for v in baseline if v.arms[0] == method]
         if not mine:
             continue
-        won = [task_of(v) for v in mine if v.verdict == V.A_BETTER]
-        lost = [task_of(v) for v in mine if v.verdict == V.B_BETTER]
+        def named(v: V.Verdict) -> str:  # a cell of the book's extension says so
+            return task_of(v) + (" (the book's extension)" if (method, task_of(v)) in EXTENSIONS else "")
+        won = [named(v) for v in mine if v.verdict == V.A_BETTER]
+        lost = [named(v) for v in mine if v.verdict == V.B_BETTER]
         out.append(f"{LABEL[method]} better on {', '.join(won) or 'no task'}, worse on {', '.join(lost) or 'no task'}")
     return (f"against each task's cheap baseline ({', '.join(f'{t}: {b}' for t, b in BASELINE.items())}): "
             + "; ".join(out) + ".")
@@ -142,9 +160,11 @@ def controls_sentence(transfer: Sequence[V.Falsification]) -> str:
     vacuous = [f for f in transfer if a_a_vacuous(f)]
     real = [f for f in transfer if f not in vacuous]
     bad = [f.test.claim for f in real if not f.controls_pass]
-    return (f"{len(real) - len(bad)} of {len(real)} transfer tests passed both controls (the planted effect fired, "
-            f"the A/A was equivalent)" + (f", plus {len(vacuous)} whose A/A is vacuous (a method that trains "
-                                           f"nothing: every seed is the same run)" if vacuous else "")
+    fired = [f.test.claim for f in vacuous if f.positive_passed]
+    return (f"{len(real) - len(bad)} of {len(real)} transfer tests of trained methods passed both controls (the "
+            f"planted effect fired, the A/A was equivalent)"
+            + (f"; {len(vacuous)} more are of a method that trains nothing, whose A/A cannot fail (every seed is the "
+               f"same run): they rest on the planted effect alone, which fired in {len(fired)} of them" if vacuous else "")
             + (f"; these cannot decide here: {'; '.join(bad)}." if bad else "."))
 
 

@@ -72,10 +72,18 @@ def a_a_halves(arm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a[0:2 * h:2], a[1:2 * h:2]
 
 
+TRAINING_FREE = frozenset({"clip4dm"})  # methods that train nothing: every seed is the same run
+
+
 def a_a_vacuous(f: V.Falsification) -> bool:
-    """An A/A that cannot fail: its halves are the same run (a method that trains nothing), so the
-    difference and its interval are exactly zero."""
-    return f.negative.ci_low == f.negative.ci_high == 0.0
+    """An A/A that cannot fail: the method trains nothing, so its halves are the same run (up to a
+    seeded tie-break at most) and the control does not measure training noise."""
+    return f.test.arms[0] in TRAINING_FREE
+
+
+def subject(method: str, task: str) -> str:
+    """The method as a claim names it: the cells the book's extension fills say so."""
+    return f"{method}'s image-side extension" if (method, task) in EXTENSIONS else method
 
 
 class Judge:
@@ -88,6 +96,7 @@ class Judge:
             raise ValueError(f"parameter 'margins' needs a margin > 0 for tasks {missing}, got {dict(margins)}")
         self.scores, self.clusters, self.margins, self.seed = scores, clusters, dict(margins), seed
         self.readings = {**CLIP_READING, **(readings or {})}  # task -> the frozen CLIP's reading it is judged against
+        self.chosen = dict(readings or {})  # the readings chosen on this run's validation images
 
     def compare(self, a: str, b: str, task: str, claim: str, x=None, y=None) -> V.Verdict:
         x = self.scores[a][task] if x is None else x
@@ -100,7 +109,7 @@ class Judge:
         """The method against the frozen CLIP's reading of ``task``, through eq-ch5-controls."""
         ref = self.reading(method, task)
         a, b, m = self.scores[method][task], self.scores[ref][task], self.margins[task]
-        test = self.compare(method, ref, task, f"{method} vs {ref} on {task}")
+        test = self.compare(method, ref, task, f"{subject(method, task)} vs {ref} on {task}")
         pos = self.compare(f"{method} + planted {PLANTED_MARGINS:g} margins", ref, task,
                            f"planted effect on {task}", recentred(a, b, PLANTED_MARGINS * m), b)
         first, second = a_a_halves(a)
@@ -133,10 +142,29 @@ def judge_all(judge: Judge, methods: Mapping[str, Mapping[str, np.ndarray]]) -> 
             if task in methods.get(method, {}):
                 transfer.append(judge.transfer(method, task))
                 base = judge.baseline(method, task)
-                baseline.append(judge.compare(method, base, task, f"{method} vs {base} on {task}"))
+                baseline.append(judge.compare(method, base, task, f"{subject(method, task)} vs {base} on {task}"))
     r = judge.readings
     stage = [judge.compare(r[t], BASELINE[t], t, f"{r[t]} vs {BASELINE[t]} on {t}") for t in TASKS]
     return {"transfer": transfer, "baseline": baseline, "stage": stage}
+
+
+CHOSEN_READING = "CLIP's reading chosen on validation"
+
+
+def claim_roles(judge: Judge, judged: Mapping[str, list]) -> dict[str, dict]:
+    """For `make replicate` (:func:`fgclip.replication.load_verdicts`): every verdict that names a
+    reading chosen on this run's validation images (a transfer test, its planted control, a stage
+    verdict), keyed 'claim<TAB>arm A<TAB>arm B', with the claim and arms under the role instead of
+    the name, so that a replicate whose validation picks another reading still pairs with it."""
+    out = {}
+    tests = [v for f in judged["transfer"] for v in (f.test, f.positive)] + list(judged["stage"])
+    for v in tests:
+        reading = judge.chosen.get(task_of(v))
+        if reading is None or reading not in v.arms or (v.arms[0], task_of(v)) in CELL_REFERENCES:
+            continue
+        out["\t".join((v.claim, *v.arms))] = {"claim": v.claim.replace(reading, CHOSEN_READING),
+                                              "arms": [CHOSEN_READING if a == reading else a for a in v.arms]}
+    return out
 
 
 def kind(method: str, task: str) -> str:
@@ -155,12 +183,13 @@ def conclusion_word(f: V.Falsification) -> str:
 
 def transfer_table(transfer: list[V.Falsification]) -> pd.DataFrame:
     """method x task: the transfer test's conclusion against the CLIP reading ('own' marks the
-    method's own paper's task), '-' where the cell is empty."""
+    method's own paper's task, 'ext.' a cell the book's extension fills), '-' where the cell is empty."""
     rows = {m: {t: "-" for t in TASKS} for m in METHODS}
     for f in transfer:
         method, task = f.test.arms[0], task_of(f.test)
         word = conclusion_word(f)
-        rows[method][task] = f"{word} (own)" if OWN_TASK[method] == task else word
+        rows[method][task] = f"{word} (own)" if OWN_TASK[method] == task else \
+            f"{word} (ext.)" if (method, task) in EXTENSIONS else word
     return pd.DataFrame(rows).T[list(TASKS)]
 
 

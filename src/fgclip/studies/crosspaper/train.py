@@ -361,10 +361,11 @@ IMAGE_RULES = {False: "CLIP4DM's rule (no ReLU)", True: "GAE (ReLU before the he
 
 def choose_image_rule(pool: torch.nn.Module, stage: Stage, name_text: torch.Tensor) -> tuple[bool, dict[str, float]]:
     """The image-side extension's rule, chosen as the text side chooses its layers: pointing
-    accuracy on the validation images (every (image, name) with a box) of
+    accuracy on the validation images (every (image, name) with a box; an image with no object is skipped) of
     :func:`fgclip.methods.clip4dm.pooling_relevance` without and with the ReLU; a tie keeps
     CLIP4DM's own rule. name_text: (C, D) in ``stage.train.categories`` order. Returns (relu, rule -> accuracy)."""
-    val, cats = stage.val_idx, list(stage.train.categories)
+    cats = list(stage.train.categories)
+    val = [i for i in stage.val_idx if stage.train.boxes[i]]  # an image with no object asks no name
     fmap = stage.feats.feature_map[val].to(stage.device)  # (V, C, h, w)
     queried = [tuple(stage.train.boxes[i]) for i in val]
     acc = {}

@@ -11,6 +11,7 @@ from fgclip.evaluation import encode_texts
 from fgclip.methods.clip4dm import pooling_relevance
 from fgclip.models import create_clip
 from fgclip.studies.crosspaper import adapters as ad
+from fgclip.studies.crosspaper import extension as xext
 from fgclip.studies.crosspaper import train as tr
 from fgclip.studies.crosspaper.data import encode_shared, name_embeddings, read_shared, shared_root
 from fgclip.studies.crosspaper.tasks import find_wrong_word, point_at_names, presence, retrieval
@@ -138,10 +139,10 @@ def test_clip4dm_image_rule_is_the_better_one_on_validation_and_the_test_relevan
     the test images' relevance is pooling_relevance under that rule, names in the categories' order."""
     rec, (_, stage, test, feats) = runs["clip4dm"].record, world
     acc = rec.extra["validation pointing by image-side rule"]
-    assert set(acc) == set(tr.IMAGE_RULES.values()) and all(0 <= v <= 1 for v in acc.values())
-    relu = acc[tr.IMAGE_RULES[True]] > acc[tr.IMAGE_RULES[False]]
-    assert rec.extra["image-side rule"] == tr.IMAGE_RULES[relu]
-    assert tr.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text) == \
+    assert set(acc) == set(xext.IMAGE_RULES.values()) and all(0 <= v <= 1 for v in acc.values())
+    relu = acc[xext.IMAGE_RULES[True]] > acc[xext.IMAGE_RULES[False]]
+    assert rec.extra["image-side rule"] == xext.IMAGE_RULES[relu]
+    assert xext.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text) == \
         (relu, acc)
     want = pooling_relevance(stage.clip.model.visual.attnpool, feats.feature_map, runs["clip4dm"].modules[0].name_text,
                              relu)
@@ -151,9 +152,9 @@ def test_clip4dm_image_rule_is_the_better_one_on_validation_and_the_test_relevan
 def test_a_tie_on_validation_keeps_clip4dms_own_rule(runs, world, monkeypatch):
     """Equal validation pointing for both rules: CLIP4DM's own (no ReLU) stays."""
     stage = world[1]
-    monkeypatch.setattr(tr, "point_at_names", lambda *args, **kw: SimpleNamespace(accuracy=0.5))
-    relu, acc = tr.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text)
-    assert relu is False and acc == {rule: 0.5 for rule in tr.IMAGE_RULES.values()}
+    monkeypatch.setattr(xext, "point_at_names", lambda *args, **kw: SimpleNamespace(accuracy=0.5))
+    relu, acc = xext.choose_image_rule(stage.clip.model.visual.attnpool, stage, runs["clip4dm"].modules[0].name_text)
+    assert relu is False and acc == {rule: 0.5 for rule in xext.IMAGE_RULES.values()}
 
 
 @pytest.mark.parametrize("method", ["maximage", "decoupling", "sumclip"])

@@ -7,7 +7,8 @@ says in ``NOT_APPLICABLE`` why a cell stays empty; :mod:`fgclip.studies.crosspap
 one shared split (the toy world exported once in every real format and read back through the
 real COCO and FOIL readers) and its frozen features, cached once; :mod:`fgclip.studies.crosspaper.train`
 trains each chapter's method on it once per seed with the chapter's own code and selection;
-:mod:`fgclip.studies.crosspaper.evaluate` scores every method and reference unit by unit,
+:mod:`fgclip.studies.crosspaper.extension` chooses the rule of the book's image-side extension of
+CLIP4DM (its pointing cell) on validation; :mod:`fgclip.studies.crosspaper.evaluate` scores every method and reference unit by unit,
 :mod:`fgclip.studies.crosspaper.judge` compares each method with the frozen CLIP's reading of each task
 through planted controls, and :mod:`fgclip.studies.crosspaper.findings` writes the closing
 sentences from those verdicts. This study sits one layer

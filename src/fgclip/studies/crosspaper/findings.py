@@ -11,7 +11,7 @@ from .adapters import EXTENSIONS, METHODS, TASKS
 from .evaluate import OWN_TASK, cell_reason
 from .judge import (BASELINE, KIND, Judge, a_a_vacuous, conclusion_word, findings as group_findings, kind,
                     task_of)
-from .train import IMAGE_RULES
+from .extension import IMAGE_RULES
 from .train import MethodRun
 
 LABEL = {"maximage": "MaxImage (ch1)", "clip4dm": "CLIP4DM (ch2)", "sumclip": "SUM-CLIP / FOR (ch3)",

@@ -45,9 +45,9 @@ from ..for_retrieval import folds as ff, protocol as fp
 from ..for_retrieval.data import ForData, open_vocabulary
 from ..for_retrieval.head import FrozenFeatures, label_matrix
 from ..maximage import arms as ma, data as mdata, heads as mh, init_census as mic
-from .adapters import clip4dm_name_maps, name_texts
-from .tasks import point_at_names
+from .adapters import name_texts
 from .data import SharedFeatures, SharedSplit, encode_shared, name_embeddings, read_shared
+from .extension import IMAGE_RULES, choose_image_rule
 
 # each chapter's grid and budget, as its notebook sets them (lrs, epochs), and the head settings
 # copied from its parameters cell (tests/test_ch5_train.py holds them to runner.chapter_defaults)
@@ -354,27 +354,6 @@ def _foil_rows(items) -> pd.DataFrame:
     """Chapter 2's caption rows (start, length, foil word) of FOIL items (one replaced word each)."""
     return pd.DataFrame({"start": [f.word_index for f in items], "length": 1,
                          "foil_word": [f.foil_word for f in items]})
-
-
-IMAGE_RULES = {False: "CLIP4DM's rule (no ReLU)", True: "GAE (ReLU before the head mean)"}
-
-
-def choose_image_rule(pool: torch.nn.Module, stage: Stage, name_text: torch.Tensor) -> tuple[bool, dict[str, float]]:
-    """The image-side extension's rule, chosen as the text side chooses its layers: pointing
-    accuracy on the validation images (every (image, name) with a box; an image with no object is skipped) of
-    :func:`fgclip.methods.clip4dm.pooling_relevance` without and with the ReLU; a tie keeps
-    CLIP4DM's own rule. name_text: (C, D) in ``stage.train.categories`` order. Returns (relu, rule -> accuracy)."""
-    cats = list(stage.train.categories)
-    val = [i for i in stage.val_idx if stage.train.boxes[i]]  # an image with no object asks no name
-    fmap = stage.feats.feature_map[val].to(stage.device)  # (V, C, h, w)
-    queried = [tuple(stage.train.boxes[i]) for i in val]
-    acc = {}
-    for relu, label in IMAGE_RULES.items():
-        rel = pooling_relevance(pool, fmap, name_text.to(stage.device), relu).cpu()  # (V, C, 1 + h w)
-        maps = [clip4dm_name_maps({n: rel[k, cats.index(n)] for n in q}, tuple(fmap.shape[-2:]))
-                for k, q in enumerate(queried)]
-        acc[label] = point_at_names(maps, [stage.train.boxes[i] for i in val], [stage.train.hws[i] for i in val]).accuracy
-    return acc[IMAGE_RULES[True]] > acc[IMAGE_RULES[False]], acc
 
 
 def clip4dm_outputs(stage: Stage, test: SharedSplit, test_feats: SharedFeatures, seeds: Sequence[int] = (0, 1),

@@ -134,17 +134,16 @@ def head_commit() -> str:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
 
 
-def with_roles(records: list[dict], roles: dict[str, dict]) -> list[dict]:
-    """Records whose claim names a choice the run made on its own data (chapter 5's CLIP reading,
+def with_role(record: dict, roles: dict[str, dict]) -> dict:
+    """A record whose claim names a choice the run made on its own data (chapter 5's CLIP reading,
     chosen on validation) under the run-independent claim and arms the chapter's ``claim_roles``
-    gives them ('claim<TAB>arm A<TAB>arm B' -> {"claim", "arms"}); what the run compared is kept
-    in ``as_run``. Other records are returned as they are."""
-    out = []
-    for r in records:
-        role = roles.get("\t".join((r["claim"], *r["arms"])))
-        out.append(r if role is None else {**r, "claim": role["claim"], "arms": list(role["arms"]),
-                                           "as_run": f"{r['arms'][0]} vs {r['arms'][1]}"})
-    return out
+    gives it ('claim<TAB>arm A<TAB>arm B' -> {"claim", "arms"}), what the run compared kept in
+    ``as_run``; any other record as it is."""
+    role = roles.get("\t".join((record["claim"], *record["arms"])))
+    if role is None:
+        return record
+    return {**record, "claim": role["claim"], "arms": list(role["arms"]),
+            "as_run": f"{record['arms'][0]} vs {record['arms'][1]}"}
 
 
 def load_verdicts(results_dir: Path, chapter: str) -> list[dict]:
@@ -152,9 +151,8 @@ def load_verdicts(results_dir: Path, chapter: str) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no results for {chapter} (run `make book` first)")
     results = json.loads(path.read_text())
-    found = verdict_records(results)
-    roled = with_roles([r for _, r in found], results.get("claim_roles", {}))
-    return unique_verdicts([(where, r) for (where, _), r in zip(found, roled)], str(path))
+    roles = results.get("claim_roles", {})
+    return unique_verdicts([(where, with_role(r, roles)) for where, r in verdict_records(results)], str(path))
 
 
 def replicate(chapters: list[str], book_dir: Path, runs_dir: Path, seed: int = REPLICATE_SEED,

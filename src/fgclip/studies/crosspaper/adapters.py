@@ -138,6 +138,13 @@ def clip4dm_name_maps(relevance: Mapping[str, torch.Tensor | np.ndarray], grid: 
     return NameMaps(tuple(relevance), _grid_maps(rows[:, 1:], grid, "relevance without its mean token"))
 
 
+def clip4dm_image_maps(relevance: torch.Tensor, names: Sequence[str], queried: Sequence[Sequence[str]],
+                       grid: tuple[int, int]) -> list[NameMaps]:
+    """:func:`clip4dm_name_maps` of every image: relevance (N, C, 1 + h*w) with its C columns in
+    ``names`` order, ``queried[i]`` the names asked of image i (row i)."""
+    return [clip4dm_name_maps({n: relevance[i, names.index(n)] for n in q}, grid) for i, q in enumerate(queried)]
+
+
 def clip4dm_word_scores(att: Attributions, captions: Sequence[str]) -> list[WordScores]:
     """Misalignment, the paper's rule hat k = argmin_k w_k (Eq. (eq-clip4dm-rules),
     :func:`fgclip.methods.clip4dm.most_negative_word`) over the official words k, read on each

@@ -170,9 +170,7 @@ def _method_outputs(run: MethodRun, k: int, clip, bench: Bench, text: Mapping[st
     if run.method == "clip4dm":
         at = {id(f): j for j, f in enumerate(bench.test.foils)}  # the kept items are the split's own objects
         words = ad.clip4dm_word_scores(m.attributions, m.captions)  # every test FOIL caption
-        rel = {n: m.relevance[:, m.names.index(n)] for n in cats}  # name -> (N, 1 + h w)
-        return {"pointing": [ad.clip4dm_name_maps({n: rel[n][i] for n in q}, feats.grid)
-                             for i, q in enumerate(bench.queried)],
+        return {"pointing": ad.clip4dm_image_maps(m.relevance, list(m.names), bench.queried, feats.grid),
                 "misalignment": [words[at[id(f)]] for f in foils]}  # presence: '-' (NOT_APPLICABLE)
     raise ValueError(f"run.method must be one of {ad.METHODS}, got {run.method!r}")
 

@@ -1,8 +1,8 @@
 """The book's extension of CLIP4DM to the image side, chapter 5's pointing cell: its rule
 (CLIP4DM's own, no ReLU, or GAE's ReLU) chosen by pointing on the shared validation images, as
 CLIP4DM's text side chooses its layers. The relevance itself is
-:func:`fgclip.methods.clip4dm.pooling_relevance`; reading it as a map is
-:func:`fgclip.studies.crosspaper.adapters.clip4dm_name_maps`."""
+:func:`fgclip.methods.clip4dm.pooling_relevance`; reading it as maps is
+:func:`fgclip.studies.crosspaper.adapters.clip4dm_image_maps`."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...methods.clip4dm import pooling_relevance
-from .adapters import clip4dm_name_maps
+from .adapters import clip4dm_image_maps
 from .tasks import point_at_names
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ def choose_image_rule(pool: torch.nn.Module, stage: Stage, name_text: torch.Tens
     acc = {}
     for relu, label in IMAGE_RULES.items():
         rel = pooling_relevance(pool, fmap, name_text.to(stage.device), relu).cpu()  # (V, C, 1 + h w)
-        maps = [clip4dm_name_maps({n: rel[k, cats.index(n)] for n in q}, tuple(fmap.shape[-2:]))
-                for k, q in enumerate(queried)]
+        maps = clip4dm_image_maps(rel, cats, queried, tuple(fmap.shape[-2:]))
         acc[label] = point_at_names(maps, [stage.train.boxes[i] for i in val], [stage.train.hws[i] for i in val]).accuracy
     return acc[IMAGE_RULES[True]] > acc[IMAGE_RULES[False]], acc

@@ -160,11 +160,11 @@ def controls_sentence(transfer: Sequence[V.Falsification]) -> str:
     vacuous = [f for f in transfer if a_a_vacuous(f)]
     real = [f for f in transfer if f not in vacuous]
     bad = [f.test.claim for f in real if not f.controls_pass]
-    fired = [f.test.claim for f in vacuous if f.positive_passed]
+    fired = sum(f.positive_passed for f in vacuous)
     return (f"{len(real) - len(bad)} of {len(real)} transfer tests of trained methods passed both controls (the "
             f"planted effect fired, the A/A was equivalent)"
             + (f"; {len(vacuous)} more are of a method that trains nothing, whose A/A cannot fail (every seed is the "
-               f"same run): they rest on the planted effect alone, which fired in {len(fired)} of them" if vacuous else "")
+               f"same run): they rest on the planted effect alone, which fired in {fired} of them" if vacuous else "")
             + (f"; these cannot decide here: {'; '.join(bad)}." if bad else "."))
 
 

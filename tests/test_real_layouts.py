@@ -115,10 +115,12 @@ CHECKS = {"ch0": check_ch0, "ch1": check_ch1, "ch2": check_ch2, "ch3": check_ch3
 # On top of the gpu-full parameters at gpu_check's reduced sizes, what each run changes to fit a
 # 2-core CPU. ch4: every code path (six variants, the selection grid, planted controls, the A/A
 # control, pointing) still runs, with two epochs, two seeds (two a side in the A/A control), a small
-# rank and larger batches.
+# rank and larger batches, and a convergence check of one epoch past the budget (gpu-full's five
+# would train every arm, all chosen within them, to seven epochs: most of the run).
 # ch3: the same folds, arms and controls with a narrower, shallower decoder of fewer queries.
 CPU = {"ch0": {"n_images": 100}, "ch3": {"n_queries": 8, "n_layers": 1, "d_model": 64},
-       "ch4": {"epochs": 2, "n_seeds": 2, "selection_seeds": 2, "a_a_seeds": 2, "batch_size": 32, "rank": 32}}
+       "ch4": {"epochs": 2, "check_epochs": 1, "n_seeds": 2, "selection_seeds": 2, "a_a_seeds": 2, "batch_size": 32,
+               "rank": 32}}
 
 
 @pytest.mark.parametrize("clip", ["real architecture", "toy CLIP"])

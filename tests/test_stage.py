@@ -245,7 +245,7 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     scenes = stage.stage_scenes(world, 24, 12, 40, 0)
     clip = create_clip("toy-vit", pretrained=None)
     oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
-    rows, selections = stage.ceiling({"toy-vit": clip}, scenes, world.categories, oracle)
+    rows, selections, gains = stage.ceiling({"toy-vit": clip}, scenes, world.categories, oracle)
     assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("chance", "random scores"),
                                                          ("linear probe", "toy-vit"), ("zero-shot", "toy-vit")]
     assert len(selections) == 3 and selections[0].budget == 2  # the oracle's lr and epochs, then two probes' lambdas
@@ -257,6 +257,22 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
     assert zs[stage.TASKS[2]] == pytest.approx(direct["zero_shot_retrieval_AP@50"], abs=1e-4)
     assert zs[stage.TASKS[0]] == pytest.approx(shape_classification(clip, scenes.single, world.categories), abs=1e-6)
     assert all(0.0 <= r[t] <= 1.0 for r in rows for t in (*stage.TASKS, stage.POINTING_BY_NAME))
+
+
+def test_ceiling_pooled_probe_row_reads_image_labels_and_points_by_name_only():
+    torch.manual_seed(0)
+    world = ToyWorldConfig()
+    scenes = stage.stage_scenes(world, 24, 12, 40, 0)
+    clip = create_clip("toy-rn", pretrained=None)
+    oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=1))
+    rows, selections, gains = stage.ceiling({"toy-rn": clip}, scenes, world.categories, oracle, pooled_models=("toy-rn",))
+    assert [r["reader"] for r in rows] == ["oracle", "chance", "linear probe", stage.POOLED_READER, "zero-shot"]
+    assert selections[-1].arm == "pooled linear probe (toy-rn)" and set(selections[-1].val_loss) == set(stage.POOLED_L2S)
+    pooled = rows[3]
+    assert np.isnan(pooled[stage.TASKS[3]])  # never told a colour: no phrase pointing
+    assert all(0.0 <= pooled[t] <= 1.0 for t in (*stage.TASKS[:3], stage.POINTING_BY_NAME))
+    assert set(gains) == {("linear probe", "toy-rn"), (stage.POOLED_READER, "toy-rn")}
+    assert all(low <= high for low, high in gains.values())
 
 
 def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
@@ -271,6 +287,10 @@ def test_reader_caveats_name_open_ended_readers_and_an_oracle_below_zero_shot():
     text = stage_report.reader_caveats(sels, rows)
     assert "probe" in text and "oracle below zero-shot" in text and "t2 (m)" in text and "t1" not in text
     assert "edge of its grid: edgy probe" in text
+    probed = rows.assign(**{"linear probe": [0.95, 0.05], "pooled linear probe": [np.nan, 0.2]})
+    text = stage_report.reader_caveats(sels[:1], probed)
+    assert "probe above the oracle, so the oracle is not the ceiling for: t1 (m, linear probe 0.950 against 0.900)" in text
+    assert "t2 (m, pooled" in text and "pooled linear probe nan" not in text
     fine = stage_report.reader_caveats(sels[:1], rows.iloc[:1])
     assert fine.startswith("Every reader converged")
 

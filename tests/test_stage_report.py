@@ -98,3 +98,58 @@ def test_record_against_targets_names_where_the_record_stands():
     assert sr.record_against_targets("toy-rn", rn) == (
         "meets 3 of its 4 targets, zero-shot shape accuracy, image-to-text R@1, zero-shot multi-label mAP "
         "and zero-shot retrieval AP@50")
+
+
+def test_probe_target_is_read_for_the_global_and_the_pooled_probe_each_with_its_own_interval():
+    task = sr.PROBE_GAIN[1]
+    rows = [{"reader": "linear probe", "model": "toy-rn", task: 0.79},
+            {"reader": "pooled linear probe", "model": "toy-rn", task: 0.89},
+            {"reader": "zero-shot", "model": "toy-rn", task: 0.76}]
+    gains = {("linear probe", "toy-rn"): (0.01, 0.05), ("pooled linear probe", "toy-rn"): (0.11, 0.15)}
+    glob, pooled = sr.target_rows({}, rows, None, gains)
+    assert glob["what"].startswith("linear probe minus zero-shot") and glob["value"] == pytest.approx(0.03)
+    assert (glob["low"], glob["high"], glob["status"]) == (0.01, 0.05, "missed")
+    assert pooled["what"].startswith("pooled linear probe minus zero-shot") and pooled["value"] == pytest.approx(0.13)
+    assert (pooled["low"], pooled["high"], pooled["status"]) == (0.11, 0.15, "met")
+    straddles = sr.target_rows({}, rows, None, {**gains, ("pooled linear probe", "toy-rn"): (0.08, 0.15)})[1]
+    assert straddles["status"] == "too close to call"
+    alone = sr.target_rows({}, rows[:1] + rows[2:], None, None)  # no pooled probe in the ceiling: one row
+    assert len(alone) == 1 and alone[0]["status"] == "missed (no interval)"
+
+
+def test_map_gain_interval_is_paired_over_scenes_and_brackets_the_gain():
+    from fgclip.metrics.multilabel import mean_average_precision
+
+    gen = torch.Generator().manual_seed(0)
+    labels = torch.rand(300, 5, generator=gen) < 0.3
+    noisy = labels.float() + torch.randn(300, 5, generator=gen)  # a fair reader
+    better = labels.float() + 0.3 * torch.randn(300, 5, generator=gen)
+    assert ev.map_gain_interval(noisy, noisy, labels) == (0.0, 0.0)  # the same reader: no gain in any resample
+    gain = mean_average_precision(better, labels.long()) - mean_average_precision(noisy, labels.long())
+    low, high = ev.map_gain_interval(better, noisy, labels, n_boot=400)
+    assert 0.0 < low < gain < high
+    low_w, high_w = ev.map_gain_interval(better, noisy, labels, n_boot=400, level=0.5)
+    assert low <= low_w <= high_w <= high  # a narrower level, a narrower interval, from the same draws
+
+
+def test_map_gain_interval_resamples_scenes_and_leaves_out_categories_without_a_positive():
+    from fgclip.metrics.object_retrieval import average_precision_at_k
+
+    gen = torch.Generator().manual_seed(1)
+    labels = torch.rand(40, 4, generator=gen) < 0.4
+    labels[:, 0] = False
+    labels[3, 0] = True  # a rare category: absent from about a third of the resamples
+    a, b = torch.randn(40, 4, generator=gen), torch.randn(40, 4, generator=gen)
+    for seed in range(6):  # one resample each: its value is the draw itself
+        rows = torch.randint(40, (1, 40), generator=torch.Generator().manual_seed(seed))[0]
+        kept = labels[rows].any(0)
+        mean_ap = lambda x: float(average_precision_at_k(x[rows][:, kept].T, labels[rows][:, kept].T).mean())
+        want = mean_ap(a) - mean_ap(b)  # a duplicated scene ties with itself: the metric's own tie rule
+        low, high = ev.map_gain_interval(a, b, labels, n_boot=1, seed=seed)
+        assert low == pytest.approx(want, abs=1e-5) and high == pytest.approx(want, abs=1e-5)
+    with pytest.raises(ValueError, match="must all be one"):
+        ev.map_gain_interval(a, b, torch.cat([labels, labels]))
+    with pytest.raises(ValueError, match="finite"):
+        ev.map_gain_interval(a.masked_fill(labels, float("nan")), b, labels)
+    with pytest.raises(ValueError, match="no positive"):
+        ev.map_gain_interval(a, b, torch.zeros_like(labels))

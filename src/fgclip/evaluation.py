@@ -199,6 +199,33 @@ def held_out_intervals(h: HeldOut, keys: tuple[str, ...] = HELD_OUT_KEYS, n_boot
                 float(np.quantile(torch.cat(draws[k]).numpy(), 1 - tail))) for k in keys}
 
 
+def map_gain_interval(scores: torch.Tensor, reference: torch.Tensor, labels: torch.Tensor, n_boot: int = 1000,
+                      seed: int = 0, level: float = 0.95, chunk: int = 100) -> tuple[float, float]:
+    """Percentile bootstrap interval of mAP(scores) - mAP(reference), both (N, C) on the same
+    scenes with ``labels`` (N, C): each resample draws N scenes with replacement, one gallery
+    for both readers (paired), and averages AP over the categories with a positive among them,
+    as :func:`held_out_intervals` does for one reader."""
+    if scores.ndim != 2 or scores.shape != reference.shape or scores.shape != labels.shape:
+        raise ValueError(f"map_gain_interval: scores {tuple(scores.shape)}, reference {tuple(reference.shape)} and "
+                         f"labels {tuple(labels.shape)} must all be one (N, C)")
+    if not (torch.isfinite(scores).all() and torch.isfinite(reference).all()):
+        raise ValueError("map_gain_interval: scores and reference must be finite")
+    if not labels.bool().any():
+        raise ValueError("map_gain_interval: labels hold no positive: mAP undefined")
+    gen, (n, c) = torch.Generator().manual_seed(seed), scores.shape
+    draws = []
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
+        rows = torch.randint(n, (b, n), generator=gen)  # (b, n) the drawn scenes
+        t = labels.bool()[rows].transpose(1, 2).reshape(b * c, n)  # (b C, n)
+        keep = t.any(1).view(b, c).float()
+        mean_ap = lambda x: (average_precision_at_k(x[rows].transpose(1, 2).reshape(b * c, n), t).view(b, c)
+                             * keep).sum(1) / keep.sum(1)
+        draws.append(mean_ap(scores.float()) - mean_ap(reference.float()))
+    d = torch.cat(draws).numpy()
+    return float(np.quantile(d, (1 - level) / 2)), float(np.quantile(d, (1 + level) / 2))
+
+
 def retrieval_metrics(clip: Clip, world: ToyWorldConfig, n: int, seed: int, split: str = "test",
                       precision: str = "fp32") -> dict[str, float]:
     """The toy CLIP's headline numbers on ``n`` held-out scenes of ``split``: caption

@@ -8,7 +8,10 @@ held-out scenes are compared:
   the world's own size: if it cannot get near 1, the world itself is ambiguous there;
 * a **linear probe** on the frozen toy CLIP: logistic regression (eq-probe, trained to
   convergence by L-BFGS) on the global embedding (shape, multi-label, retrieval) or on every
-  dense feature (pointing), with the same targets;
+  dense feature (pointing), with the same targets; and, for ``toy-rn``, a **pooled linear
+  probe** (eq-pooled-probe): a linear map of every dense feature whose cell logits are pooled
+  by log-sum-exp into image scores, fitted on the image labels only (multiple-instance
+  learning: an image holds a category when some cell does);
 * **zero-shot**: the toy CLIP's own similarities to ``"a {name}"`` or to the phrase.
 
 The oracle chooses lr and epochs by :func:`fgclip.train.selection.select_lr_epochs`, each
@@ -34,7 +37,7 @@ from ..metrics.object_retrieval import average_precision_at_k
 from ..metrics.pointing import argmax_point, phrase_pointing
 from ..toyworld import COLORS, Scene, ToyWorldConfig, generate
 from ..train.loop import HeadTraining, seeded_batches, train_loop
-from ..train.probe import fit_probe
+from ..train.probe import fit_pooled_probe, fit_probe
 from ..train.selection import Selection, SelectionGrid, select_lr_epochs
 
 TASKS = ("shape accuracy, one object (ch0)", "multi-label mAP (ch4)", "retrieval AP@50 by name (ch3)",
@@ -259,6 +262,12 @@ def text_features(clip, texts: list[str]) -> torch.Tensor:
 # eq-probe's lambda grids: the global probe has 2,000 rows, the dense one a row per cell (16-64 x more)
 GLOBAL_L2S = (1e-4, 1e-3, 1e-2, 1e-1)
 DENSE_L2S = (1e-6, 1e-5, 1e-4, 1e-3)
+POOLED_L2S = (1e-4, 1e-3, 1e-2)
+# The pooled probe is fitted for toy-rn, whose image labels chapters 3-5 read; toy-vit's 8 x 8
+# grid makes it four times the rows (measured 2026-12-07 on the 2-core AMD EPYC, two threads,
+# this grid: 167 s for toy-vit against 42 s for toy-rn).
+POOLED_MODELS = ("toy-rn",)
+POOLED_READER = "pooled linear probe"
 
 
 def fit_oracle(scenes: StageScenes, categories: tuple[str, ...], grid: SelectionGrid,
@@ -291,15 +300,21 @@ def stage_features(clip, scenes: StageScenes) -> dict[str, tuple[torch.Tensor, t
 
 def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracle: tuple[OracleNet, Selection],
             seed: int = 0, global_l2s: tuple[float, ...] = GLOBAL_L2S, dense_l2s: tuple[float, ...] = DENSE_L2S,
-            features: dict[str, dict] | None = None) -> tuple[list[dict], list]:
+            features: dict[str, dict] | None = None, pooled_models: tuple[str, ...] = POOLED_MODELS,
+            pooled_l2s: tuple[float, ...] = POOLED_L2S) -> tuple[list[dict], list, dict]:
     """Rows {reader, model, task scores...} for the trained ``oracle`` (model and its
     selection record, from :func:`fit_oracle` or :func:`load_oracle`), chance (from ``seed``)
     and, per toy CLIP, its linear probes (eq-probe, lambda from the grids) and zero-shot; and
-    every trained reader's selection record (:class:`Selection` or :class:`ProbeFit`).
+    every trained reader's selection record (:class:`Selection` or :class:`ProbeFit`); for the
+    models in ``pooled_models``, also :func:`pooled_probe_row`; and per (probe reader, model) the
+    interval of its multi-label mAP gain over zero-shot (:func:`fgclip.evaluation.map_gain_interval`).
     ``features``: per model, its :func:`stage_features` of these scenes, if already computed."""
+    from ..evaluation import map_gain_interval
+
     trials = phrase_trials(scenes.test)
     rows = [oracle_row(oracle[0], scenes, categories, trials), chance_row(scenes, categories, trials, seed=seed)]
-    selections = [oracle[1]]
+    selections, gains = [oracle[1]], {}
+    labels = torch.tensor([[c in s.labels for c in categories] for s in scenes.test])  # (N, C)
     for name, clip in clips.items():
         feats = features[name] if features is not None else stage_features(clip, scenes)
         g = feats["fit"][1].shape[-1]
@@ -313,16 +328,51 @@ def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracl
         selections += [fit_g, fit_d]
         with torch.no_grad():
             dense_logits = dense(feats["test"][1])  # (N, C + K, g, g)
+            image_scores = {"linear probe": probe(feats["test"][0])}  # (N, C) per image-label reader
             rows.append({"reader": "linear probe", "model": name,
-                         **task_scores(probe(feats["test"][0]), probe(feats["single"][0]),
+                         **task_scores(image_scores["linear probe"], probe(feats["single"][0]),
                                        cell_maps(dense_logits, trials, categories), scenes, categories, trials,
                                        cell_maps(dense_logits, trials, categories, colour=False))})
-        names = text_features(clip, [f"a {c}" for c in categories])  # (C, D)
-        phrases = text_features(clip, [t[3] for t in trials])  # (T, D)
-        dense_of_trial = feats["test"][1][[t[0] for t in trials]]  # (T, D, g, g)
-        zs_maps = torch.einsum("td,tdij->tij", phrases, dense_of_trial)
-        zs_name_maps = torch.einsum("td,tdij->tij", names[[categories.index(t[1]) for t in trials]], dense_of_trial)
-        rows.append({"reader": "zero-shot", "model": name,
-                     **task_scores(feats["test"][0] @ names.T, feats["single"][0] @ names.T, zs_maps, scenes,
-                                   categories, trials, zs_name_maps)})
-    return rows, selections
+        if name in pooled_models:
+            row, fit_p, image_scores[POOLED_READER] = pooled_probe_row(name, feats, image_y, scenes, categories,
+                                                                       trials, pooled_l2s)
+            rows.append(row)
+            selections.append(fit_p)
+        rows.append(zero_shot_row(name, clip, feats, scenes, categories, trials))
+        zero = feats["test"][0] @ text_features(clip, [f"a {c}" for c in categories]).T
+        has = labels.any(0)  # the categories task_scores' mAP averages over
+        gains |= {(reader, name): map_gain_interval(x[:, has], zero[:, has], labels[:, has], seed=seed)
+                  for reader, x in image_scores.items()}
+    return rows, selections, gains
+
+
+def zero_shot_row(name: str, clip, feats: dict, scenes: StageScenes, categories: tuple[str, ...],
+                  trials: list) -> dict:
+    """The toy CLIP's own reading: cosine to "a {name}" for the image tasks, to the phrase (or
+    the category's name) over the dense features for pointing."""
+    names = text_features(clip, [f"a {c}" for c in categories])  # (C, D)
+    phrases = text_features(clip, [t[3] for t in trials])  # (T, D)
+    dense_of_trial = feats["test"][1][[t[0] for t in trials]]  # (T, D, g, g)
+    zs_maps = torch.einsum("td,tdij->tij", phrases, dense_of_trial)
+    zs_name_maps = torch.einsum("td,tdij->tij", names[[categories.index(t[1]) for t in trials]], dense_of_trial)
+    return {"reader": "zero-shot", "model": name,
+            **task_scores(feats["test"][0] @ names.T, feats["single"][0] @ names.T, zs_maps, scenes,
+                          categories, trials, zs_name_maps)}
+
+
+def pooled_probe_row(name: str, feats: dict, image_y: dict[str, torch.Tensor], scenes: StageScenes,
+                     categories: tuple[str, ...], trials: list,
+                     l2s: tuple[float, ...]) -> tuple[dict, object, torch.Tensor]:
+    """The pooled linear probe (eq-pooled-probe) of one toy CLIP, fitted on the fit scenes'
+    image labels with lambda chosen on the validation scenes, and its task scores: image
+    scores for shape, multi-label and retrieval, its category's cell logits for pointing by
+    name; no phrase pointing (it is never told a colour). Also returns its fit and its (N, C)
+    scores of the test scenes."""
+    probe, fit = fit_pooled_probe(feats["fit"][1], image_y["fit"], feats["val"][1], image_y["val"],
+                                  f"{POOLED_READER} ({name})", l2s)
+    with torch.no_grad():
+        cells = probe.cell_logits(feats["test"][1])  # (N, C, g, g)
+        name_maps = torch.stack([cells[n, categories.index(c)] for n, c, *_ in trials])  # (T, g, g)
+        test = probe(feats["test"][1])  # (N, C)
+        scores = task_scores(test, probe(feats["single"][1]), None, scenes, categories, trials, name_maps)
+    return {"reader": POOLED_READER, "model": name, **scores}, fit, test

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .stage import TASKS
+from .stage import POOLED_READER, TASKS
 
 # The stage issue 29 asks for, on STAGE_EVAL's held-out scenes: (metric, models it binds, target)
 STAGE_TARGETS = (("zero_shot_shape_acc", ("toy-vit", "toy-rn"), 0.90), ("i2t_R@1", ("toy-vit", "toy-rn"), 0.90),
                  ("zero_shot_multilabel_mAP", ("toy-rn",), 0.70), ("zero_shot_retrieval_AP@50", ("toy-rn",), 0.60))
 PROBE_GAIN = ("toy-rn", TASKS[1], 0.10)  # a linear probe with every label at least this far above zero-shot
+# The readers the probe target is read for: the issue's linear probe (on the global embedding),
+# then the book's pooled probe, a deviation (its image score is not linear in the features)
+PROBE_READERS = ("linear probe", POOLED_READER)
 CHAPTER_OF_TASK = {TASKS[0]: ("ch0", ("toy-vit", "toy-rn")), TASKS[1]: ("ch4", ("toy-rn",)),
                    TASKS[2]: ("ch3", ("toy-rn",)), TASKS[3]: ("ch1", ("toy-vit",))}
 
@@ -68,10 +71,13 @@ def target_status(value: float, target: float, interval: tuple[float, float] | N
 
 
 def target_rows(metrics: dict[str, dict], ceiling_rows: list[dict],
-                intervals: dict[str, dict[str, tuple[float, float]]] | None = None) -> list[dict]:
-    """One row per target of :data:`STAGE_TARGETS` and :data:`PROBE_GAIN` for the models
-    measured: the value, its bootstrap interval over scenes (``intervals[model][metric]``,
-    where given) and :func:`target_status`."""
+                intervals: dict[str, dict[str, tuple[float, float]]] | None = None,
+                gain_intervals: dict[tuple[str, str], tuple[float, float]] | None = None) -> list[dict]:
+    """One row per target of :data:`STAGE_TARGETS` and, per reader of :data:`PROBE_READERS`
+    the ceiling has, :data:`PROBE_GAIN` for the models measured: the value, its bootstrap
+    interval over scenes (``intervals[model][metric]``, or for a probe's gain
+    ``gain_intervals[(reader, model)]`` from :func:`fgclip.evaluation.map_gain_interval`, where
+    given) and :func:`target_status`."""
     rows = []
     for key, models, target in STAGE_TARGETS:
         for m in models:
@@ -81,13 +87,14 @@ def target_rows(metrics: dict[str, dict], ceiling_rows: list[dict],
                              "met": metrics[m][key] >= target, "low": ci[0] if ci else np.nan,
                              "high": ci[1] if ci else np.nan, "status": target_status(metrics[m][key], target, ci)})
     model, task, gain = PROBE_GAIN
-    probe = [r for r in ceiling_rows if r["reader"] == "linear probe" and r["model"] == model]
     zero = [r for r in ceiling_rows if r["reader"] == "zero-shot" and r["model"] == model]
-    if probe and zero:  # a trained reader minus zero-shot on the same scenes: no scene bootstrap here
-        value = probe[0][task] - zero[0][task]
-        rows.append({"model": model, "what": f"linear probe minus zero-shot, {task}", "target": f">= {gain:.2f}",
-                     "value": value, "met": value >= gain, "low": np.nan, "high": np.nan,
-                     "status": target_status(value, gain, None)})
+    for reader in PROBE_READERS:
+        probe = [r for r in ceiling_rows if r["reader"] == reader and r["model"] == model]
+        if probe and zero:  # a trained reader minus zero-shot on the same scenes, paired over them
+            value, ci = probe[0][task] - zero[0][task], (gain_intervals or {}).get((reader, model))
+            rows.append({"model": model, "what": f"{reader} minus zero-shot, {task}", "target": f">= {gain:.2f}",
+                         "value": value, "met": value >= gain, "low": ci[0] if ci else np.nan,
+                         "high": ci[1] if ci else np.nan, "status": target_status(value, gain, ci)})
     return rows
 
 
@@ -102,7 +109,8 @@ def headroom_rows(ceiling_rows: list[dict]) -> list[dict]:
             get = lambda reader: next((r[task] for r in ceiling_rows if r["reader"] == reader and r["model"] == m), np.nan)
             rows.append({"chapter": chapter, "task": task, "model": m, "chance": chance.get(task, np.nan),
                          "oracle": oracle[task],
-                         "linear probe": get("linear probe"), "zero-shot": get("zero-shot"),
+                         "linear probe": get("linear probe"), POOLED_READER: get(POOLED_READER),
+                         "zero-shot": get("zero-shot"),
                          "headroom (oracle - zero-shot)": oracle[task] - get("zero-shot")})
     return rows
 
@@ -122,20 +130,26 @@ def target_sentence(targets) -> str:
 
 def headroom_sentence(headroom) -> str:
     """The closing box's line on the ceiling: per chapter, oracle and zero-shot."""
-    parts = [f"{r['chapter']} ({r['task']}, {r['model']}): oracle {r['oracle']:.3f}, probe {r['linear probe']:.3f}, "
-             f"zero-shot {r['zero-shot']:.3f}, chance {r['chance']:.3f}" for _, r in headroom.iterrows()]
+    pooled = lambda r: "" if np.isnan(r.get(POOLED_READER, np.nan)) else f", pooled probe {r[POOLED_READER]:.3f}"
+    parts = [f"{r['chapter']} ({r['task']}, {r['model']}): oracle {r['oracle']:.3f}, probe {r['linear probe']:.3f}"
+             f"{pooled(r)}, zero-shot {r['zero-shot']:.3f}, chance {r['chance']:.3f}" for _, r in headroom.iterrows()]
     return "What the stage can show, per chapter: " + "; ".join(parts) + "."
 
 
 def reader_caveats(selections: list, headroom) -> str:
     """The closing box's warning: readers that did not converge (an oracle whose validation
     loss was still falling at the last epoch of the budget, a probe whose L-BFGS hit its
-    iteration cap), and tasks where the oracle scores below zero-shot (there the
-    oracle, not the world, limits the ceiling, so the headroom is not measured)."""
+    iteration cap), tasks where the oracle scores below zero-shot (there the
+    oracle, not the world, limits the ceiling, so the headroom is not measured), and tasks
+    where a probe scores above the oracle (the headroom is then larger than oracle minus
+    zero-shot says)."""
     open_ended = [s.arm for s in selections if not s.converged]
     edge = [s.arm for s in selections if getattr(s, "at_edge", False)]  # a probe's L2 weight
     lr_edge = [f"{s.arm} ({s.lr_edge})" for s in selections if getattr(s, "lr_edge", "")]  # a trained reader's lr
     below = [f"{r['task']} ({r['model']})" for _, r in headroom.iterrows() if r["oracle"] < r["zero-shot"]]
+    probes = [c for c in ("linear probe", POOLED_READER) if c in headroom]
+    above = [f"{r['task']} ({r['model']}, {c} {r[c]:.3f} against {r['oracle']:.3f})" for _, r in headroom.iterrows()
+             for c in probes if r[c] > r["oracle"]]  # NaN compares False: a reader the model lacks
     parts = []
     if open_ended:
         parts.append("not converged within the budget: " + ", ".join(open_ended))
@@ -145,4 +159,6 @@ def reader_caveats(selections: list, headroom) -> str:
         parts.append("learning rate chosen at the edge of its grid: " + ", ".join(lr_edge))
     if below:
         parts.append("oracle below zero-shot, so the ceiling is not measured for: " + "; ".join(below))
+    if above:
+        parts.append("a probe above the oracle, so the oracle is not the ceiling for: " + "; ".join(above))
     return ("Caveats on the ceiling: " + "; ".join(parts) + ".") if parts else "Every reader converged within its budget."

@@ -11,12 +11,12 @@ from .style import COLUMN_WIDTH
 
 
 def plot_ceiling(table: pd.DataFrame, tasks: Sequence[str], targets: dict[str, float] | None = None) -> plt.Figure:
-    """One panel per task: the score of every reader (oracle, then per model its linear probe
+    """One panel per task: the score of every reader (oracle, then per model its linear probes
     and zero-shot), with the stage's target for that task as a dashed line where it has one.
     ``table``: rows {reader, model, <task>: score}."""
     fig, axes = plt.subplots(1, len(tasks), figsize=(COLUMN_WIDTH, COLUMN_WIDTH * 0.42), sharey=True)
     labels = [f"{r}\n{m}" if r != "oracle" else "oracle" for r, m in zip(table["reader"], table["model"])]
-    colours = {"oracle": "0.35", "linear probe": "tab:blue", "zero-shot": "tab:orange"}
+    colours = {"oracle": "0.35", "linear probe": "tab:blue", "pooled linear probe": "tab:green", "zero-shot": "tab:orange"}
     for ax, task in zip(np.atleast_1d(axes), tasks):
         values = table[task].to_numpy(dtype=float)
         ax.bar(range(len(values)), np.nan_to_num(values), color=[colours.get(r, "0.6") for r in table["reader"]])

@@ -237,15 +237,20 @@ def test_check_recorded_fails_loudly_naming_the_metric_beyond_the_tolerance():
         stage_report.check_recorded("toy-vit", {}, {"i2t_R@1": 0.5})
 
 
-def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
-    from fgclip.evaluation import category_zero_shot, shape_classification
-
+def _small_ceiling(model: str, oracle_epochs: int, **kwargs):
+    """The ceiling of a random-init ``model`` on 24 fit, 12 validation and 40 test scenes."""
     torch.manual_seed(0)
     world = ToyWorldConfig()
     scenes = stage.stage_scenes(world, 24, 12, 40, 0)
-    clip = create_clip("toy-vit", pretrained=None)
-    oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=2))
-    rows, selections, gains = stage.ceiling({"toy-vit": clip}, scenes, world.categories, oracle)
+    clip = create_clip(model, pretrained=None)
+    oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=oracle_epochs))
+    return world, scenes, clip, stage.ceiling({model: clip}, scenes, world.categories, oracle, **kwargs)
+
+
+def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
+    from fgclip.evaluation import category_zero_shot, shape_classification
+
+    world, scenes, clip, (rows, selections, gains) = _small_ceiling("toy-vit", 2)
     assert [(r["reader"], r["model"]) for r in rows] == [("oracle", "CNN on pixels"), ("chance", "random scores"),
                                                          ("linear probe", "toy-vit"), ("zero-shot", "toy-vit")]
     assert len(selections) == 3 and selections[0].budget == 2  # the oracle's lr and epochs, then two probes' lambdas
@@ -260,12 +265,7 @@ def test_ceiling_rows_are_computed_from_the_scenes_and_models_given():
 
 
 def test_ceiling_pooled_probe_row_reads_image_labels_and_points_by_name_only():
-    torch.manual_seed(0)
-    world = ToyWorldConfig()
-    scenes = stage.stage_scenes(world, 24, 12, 40, 0)
-    clip = create_clip("toy-rn", pretrained=None)
-    oracle = stage.fit_oracle(scenes, world.categories, SelectionGrid(seeds=(0,), epochs=1))
-    rows, selections, gains = stage.ceiling({"toy-rn": clip}, scenes, world.categories, oracle, pooled_models=("toy-rn",))
+    *_, (rows, selections, gains) = _small_ceiling("toy-rn", 1, pooled_models=("toy-rn",))
     assert [r["reader"] for r in rows] == ["oracle", "chance", "linear probe", stage.POOLED_READER, "zero-shot"]
     assert selections[-1].arm == "pooled linear probe (toy-rn)" and set(selections[-1].val_loss) == set(stage.POOLED_L2S)
     pooled = rows[3]

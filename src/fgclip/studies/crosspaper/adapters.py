@@ -41,9 +41,9 @@ NOT_APPLICABLE = {
                              "2.5 max(cos, 0) of CLIP's global cosine, which ranks images as zero-shot "
                              "CLIP with another prompt does: no presence method of its own",
     ("clip4dm", "retrieval"): "CLIP4DM scores the words of a caption, not an image for a name: "
-                              "its only per-image score is CLIPScore of 'a {name}', a monotone "
-                              "function of CLIP's global cosine (the CLIP-global reference), so it "
-                              "adds no retrieval method of its own",
+                              "its only per-image score is CLIPScore of 'A photo depicts a {name}', a monotone "
+                              "function of CLIP's global cosine (the CLIP-global reference's reading, "
+                              "with another prompt), so it adds no retrieval method of its own",
 }
 
 # cells filled by the book's own extension of a method, not by the method as its paper defines it:

@@ -154,6 +154,18 @@ def held_out_metrics(h: HeldOut) -> dict[str, float]:
 HELD_OUT_KEYS = ("i2t_R@1", "zero_shot_shape_acc", "zero_shot_multilabel_mAP", "zero_shot_retrieval_AP@50")
 
 
+def _galleries(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x (n, C) per scene, rows (b, n) drawn scene indices -> (b C, n): one gallery per resample
+    and category, each a row as :func:`~fgclip.metrics.object_retrieval.average_precision_at_k` ranks it."""
+    b, n = rows.shape
+    return x[rows].transpose(1, 2).reshape(b * x.shape[1], n)
+
+
+def _kept_mean(ap: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """AP (b C,) of each resample's galleries -> (b,) its mean over the categories ``keep`` (b, C) marks."""
+    return (ap.view(keep.shape) * keep).sum(1) / keep.sum(1)
+
+
 def held_out_intervals(h: HeldOut, keys: tuple[str, ...] = HELD_OUT_KEYS, n_boot: int = 1000, seed: int = 0,
                        level: float = 0.95, chunk: int = 100) -> dict[str, tuple[float, float]]:
     """Percentile bootstrap intervals over the held-out scenes (which scenes were drawn is the
@@ -188,12 +200,11 @@ def held_out_intervals(h: HeldOut, keys: tuple[str, ...] = HELD_OUT_KEYS, n_boot
                                                                     generator=gen)].mean(1))
         if not ranked:
             continue  # the ranking metrics cost a sort per category and resample: only when asked
-        s = scores[rows].transpose(1, 2).reshape(b * c, n)  # (b C, n)
-        t = labels[rows].transpose(1, 2).reshape(b * c, n)
+        s, t = _galleries(scores, rows), _galleries(labels, rows)  # (b C, n)
         keep = t.any(1).view(b, c).float()  # categories with a positive among the drawn scenes
         for key, ap in (("zero_shot_multilabel_mAP", average_precision_at_k(s, t)),
                         ("zero_shot_retrieval_AP@50", average_precision_at_k(s, t, 50, "min_k_r"))):
-            draws[key].append((ap.view(b, c) * keep).sum(1) / keep.sum(1))
+            draws[key].append(_kept_mean(ap, keep))
     tail = (1 - level) / 2
     return {k: (float(np.quantile(torch.cat(draws[k]).numpy(), tail)),
                 float(np.quantile(torch.cat(draws[k]).numpy(), 1 - tail))) for k in keys}
@@ -217,11 +228,10 @@ def map_gain_interval(scores: torch.Tensor, reference: torch.Tensor, labels: tor
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
         rows = torch.randint(n, (b, n), generator=gen)  # (b, n) the drawn scenes
-        t = labels.bool()[rows].transpose(1, 2).reshape(b * c, n)  # (b C, n)
+        t = _galleries(labels.bool(), rows)  # (b C, n)
         keep = t.any(1).view(b, c).float()
-        mean_ap = lambda x: (average_precision_at_k(x[rows].transpose(1, 2).reshape(b * c, n), t).view(b, c)
-                             * keep).sum(1) / keep.sum(1)
-        draws.append(mean_ap(scores.float()) - mean_ap(reference.float()))
+        mean_ap = lambda x: _kept_mean(average_precision_at_k(_galleries(x.float(), rows), t), keep)
+        draws.append(mean_ap(scores) - mean_ap(reference))
     d = torch.cat(draws).numpy()
     return float(np.quantile(d, (1 - level) / 2)), float(np.quantile(d, (1 + level) / 2))
 

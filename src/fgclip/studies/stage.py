@@ -212,13 +212,18 @@ def cell_maps(logits: torch.Tensor, trials: list, categories: tuple[str, ...], c
     return torch.stack(maps)
 
 
+def image_labels(scenes: list[Scene], categories: tuple[str, ...]) -> torch.Tensor:
+    """(N, C) in {0, 1}: is category c in scene n (from the scene's labels, not the grid)."""
+    return torch.tensor([[float(c in s.labels) for c in categories] for s in scenes])
+
+
 def task_scores(image_scores_test: torch.Tensor, image_scores_single: torch.Tensor, maps: torch.Tensor | None,
                 scenes: StageScenes, categories: tuple[str, ...], trials: list,
                 name_maps: torch.Tensor | None = None) -> dict[str, float]:
     """The four tasks of one reader, from its (N, C) scores on the test and one-object scenes
     and its phrase maps (None: the reader has no map); with ``name_maps`` (T, g, g), maps from
     the category alone, also :data:`POINTING_BY_NAME`."""
-    targets = torch.tensor([[c in s.labels for c in categories] for s in scenes.test], dtype=torch.long)  # (N, C)
+    targets = image_labels(scenes.test, categories).long()  # (N, C)
     has = targets.sum(0) > 0
     truth = torch.tensor([categories.index(s.objects[0].category) for s in scenes.single])
     ap50 = average_precision_at_k(image_scores_test.T[has], targets.T[has].bool(), 50, "min_k_r")
@@ -314,13 +319,12 @@ def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracl
     trials = phrase_trials(scenes.test)
     rows = [oracle_row(oracle[0], scenes, categories, trials), chance_row(scenes, categories, trials, seed=seed)]
     selections, gains = [oracle[1]], {}
-    labels = torch.tensor([[c in s.labels for c in categories] for s in scenes.test])  # (N, C)
+    image_y = {k: image_labels(getattr(scenes, k), categories) for k in ("fit", "val", "test")}  # (N, C) each
+    has = image_y["test"].bool().any(0)  # the categories task_scores' mAP averages over
     for name, clip in clips.items():
         feats = features[name] if features is not None else stage_features(clip, scenes)
         g = feats["fit"][1].shape[-1]
         yg = {k: cell_targets(getattr(scenes, k), categories, g) for k in ("fit", "val")}
-        image_y = {k: torch.tensor([[float(c in s.labels) for c in categories] for s in getattr(scenes, k)])
-                   for k in ("fit", "val")}  # (N, C): is category c in the image (from the scene, not the grid)
         probe, fit_g = fit_probe(feats["fit"][0], image_y["fit"], feats["val"][0], image_y["val"],
                                  f"linear probe, global ({name})", global_l2s)
         dense, fit_d = fit_probe(feats["fit"][1], yg["fit"], feats["val"][1], yg["val"],
@@ -338,19 +342,18 @@ def ceiling(clips: dict, scenes: StageScenes, categories: tuple[str, ...], oracl
                                                                        trials, pooled_l2s)
             rows.append(row)
             selections.append(fit_p)
-        rows.append(zero_shot_row(name, clip, feats, scenes, categories, trials))
-        zero = feats["test"][0] @ text_features(clip, [f"a {c}" for c in categories]).T
-        has = labels.any(0)  # the categories task_scores' mAP averages over
-        gains |= {(reader, name): map_gain_interval(x[:, has], zero[:, has], labels[:, has], seed=seed)
+        names = text_features(clip, [f"a {c}" for c in categories])  # (C, D)
+        rows.append(zero_shot_row(name, clip, names, feats, scenes, categories, trials))
+        zero = feats["test"][0] @ names.T  # (N, C) zero-shot's image scores, as its row reads them
+        gains |= {(reader, name): map_gain_interval(x[:, has], zero[:, has], image_y["test"][:, has], seed=seed)
                   for reader, x in image_scores.items()}
     return rows, selections, gains
 
 
-def zero_shot_row(name: str, clip, feats: dict, scenes: StageScenes, categories: tuple[str, ...],
-                  trials: list) -> dict:
-    """The toy CLIP's own reading: cosine to "a {name}" for the image tasks, to the phrase (or
-    the category's name) over the dense features for pointing."""
-    names = text_features(clip, [f"a {c}" for c in categories])  # (C, D)
+def zero_shot_row(name: str, clip, names: torch.Tensor, feats: dict, scenes: StageScenes,
+                  categories: tuple[str, ...], trials: list) -> dict:
+    """The toy CLIP's own reading: cosine to "a {name}" (``names``, (C, D)) for the image tasks,
+    to the phrase (or the category's name) over the dense features for pointing."""
     phrases = text_features(clip, [t[3] for t in trials])  # (T, D)
     dense_of_trial = feats["test"][1][[t[0] for t in trials]]  # (T, D, g, g)
     zs_maps = torch.einsum("td,tdij->tij", phrases, dense_of_trial)

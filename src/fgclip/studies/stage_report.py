@@ -147,7 +147,7 @@ def reader_caveats(selections: list, headroom) -> str:
     edge = [s.arm for s in selections if getattr(s, "at_edge", False)]  # a probe's L2 weight
     lr_edge = [f"{s.arm} ({s.lr_edge})" for s in selections if getattr(s, "lr_edge", "")]  # a trained reader's lr
     below = [f"{r['task']} ({r['model']})" for _, r in headroom.iterrows() if r["oracle"] < r["zero-shot"]]
-    probes = [c for c in ("linear probe", POOLED_READER) if c in headroom]
+    probes = [c for c in PROBE_READERS if c in headroom]
     above = [f"{r['task']} ({r['model']}, {c} {r[c]:.3f} against {r['oracle']:.3f})" for _, r in headroom.iterrows()
              for c in probes if r[c] > r["oracle"]]  # NaN compares False: a reader the model lacks
     parts = []

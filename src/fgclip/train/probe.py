@@ -99,40 +99,53 @@ def fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int = 10
     return w.detach(), b.detach(), int(opt.state[opt._params[0]]["n_iter"]), grad
 
 
+def _regularisation_path(xf: torch.Tensor, yf: torch.Tensor, xv: torch.Tensor, yv: torch.Tensor, arm: str,
+                         l2s: tuple[float, ...], max_iter: int, tolerance: float,
+                         pool: Callable[[torch.Tensor], torch.Tensor] | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, ProbeFit]:
+    """What :func:`fit_probe` and :func:`fit_pooled_probe` share: features (R, D), or cells
+    (N, g g, D) with ``pool``, standardised by the fitting rows; eq-probe fitted at every lambda
+    from the largest down, each starting from the previous minimum (a regularisation path: the
+    same minima in fewer iterations); the lambda with the lowest validation loss kept. Returns
+    its W (O, D) and b (O,) with the standardisation folded in (they read raw features) and
+    the fit's record."""
+    if len(l2s) < 3 or any(v <= 0 for v in l2s):
+        raise ValueError(f"l2s needs at least 3 positive values, got {l2s}")
+    rows = xf.reshape(-1, xf.shape[-1])
+    mean, std = rows.mean(0), rows.std(0).clamp_min(1e-6)  # (D,) standardisation from the fitting rows
+    xf, xv = (xf - mean) / std, (xv - mean) / std
+    logits = (lambda x, w, b: x @ w.T + b) if pool is None else (lambda x, w, b: pool(x @ w.T + b))
+    fits, val_loss, iterations, grads, start = {}, {}, {}, {}, None
+    for l2 in sorted(l2s, reverse=True):
+        w, b, iterations[l2], grads[l2] = fit_logistic(xf, yf, l2, max_iter, tolerance, start, pool)
+        fits[l2] = start = (w, b)
+        with torch.no_grad():
+            val_loss[l2] = float(probe_loss(logits(xv, w, b), yv.float()))
+    val_loss, iterations, grads = ({k: d[k] for k in l2s} for d in (val_loss, iterations, grads))  # grid order
+    best = min(l2s, key=lambda v: (val_loss[v], -v))  # a tie goes to the stronger regularisation
+    w, b = fits[best]
+    return w / std, b - (w / std) @ mean, ProbeFit(arm=arm, l2=best, score=val_loss[best], val_loss=val_loss,
+                                                   iterations=iterations, final_grad=grads,
+                                                   converged=all(g <= tolerance for g in grads.values()),
+                                                   at_edge=best in (min(l2s), max(l2s)))
+
+
 def fit_probe(x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tensor, y_val: torch.Tensor, arm: str,
               l2s: tuple[float, ...] = (1e-4, 1e-3, 1e-2), max_iter: int = 1000,
               tolerance: float = 1e-4) -> tuple[nn.Module, ProbeFit]:
-    """Fit eq-probe at every lambda in ``l2s``, keep the one with the lowest validation loss.
-    The lambdas are fitted from the largest down, each starting from the previous minimum (a
-    regularisation path: the same minima in fewer iterations).
+    """Fit eq-probe at every lambda in ``l2s``, keep the one with the lowest validation loss
+    (:func:`_regularisation_path`).
 
     x: (N, D) global features with y (N, O), or (N, D, g, g) dense features with y (N, O, g, g).
     Returns ``nn.Linear(D, O)`` for global features, a 1 x 1 ``nn.Conv2d(D, O)`` for dense ones.
     """
-    if len(l2s) < 3 or any(v <= 0 for v in l2s):
-        raise ValueError(f"l2s needs at least 3 positive values, got {l2s}")
-    xf, yf, xv, yv = as_rows(x_fit).float(), as_rows(y_fit), as_rows(x_val).float(), as_rows(y_val)
-    mean, std = xf.mean(0), xf.std(0).clamp_min(1e-6)  # (D,) standardisation from the fitting rows
-    xf, xv = (xf - mean) / std, (xv - mean) / std
-    fits, val_loss, iterations, grads = {}, {}, {}, {}
-    start = None
-    for l2 in sorted(l2s, reverse=True):
-        w, b, iterations[l2], grads[l2] = fit_logistic(xf, yf, l2, max_iter, tolerance, start)
-        fits[l2] = start = (w, b)
-        with torch.no_grad():
-            val_loss[l2] = float(probe_loss(xv @ w.T + b, yv.float()))
-    val_loss, iterations, grads = ({k: d[k] for k in l2s} for d in (val_loss, iterations, grads))  # grid order
-    best = min(l2s, key=lambda v: (val_loss[v], -v))  # a tie goes to the stronger regularisation
-    w, b = fits[best]
-    w, b = w / std, b - (w / std) @ mean  # the standardisation folded in: the probe reads raw features
+    w, b, fit = _regularisation_path(as_rows(x_fit).float(), as_rows(y_fit), as_rows(x_val).float(), as_rows(y_val),
+                                     arm, l2s, max_iter, tolerance)
     probe = nn.Linear(w.shape[1], w.shape[0]) if x_fit.ndim == 2 else nn.Conv2d(w.shape[1], w.shape[0], 1)
     with torch.no_grad():
         probe.weight.copy_(w.reshape(probe.weight.shape))
         probe.bias.copy_(b)
-    return probe.eval(), ProbeFit(arm=arm, l2=best, score=val_loss[best], val_loss=val_loss,
-                                  iterations=iterations, final_grad=grads,
-                                  converged=all(g <= tolerance for g in grads.values()),
-                                  at_edge=best in (min(l2s), max(l2s)))
+    return probe.eval(), fit
 
 
 class PooledProbe(nn.Module):
@@ -158,28 +171,12 @@ def fit_pooled_probe(x_fit: torch.Tensor, y_fit: torch.Tensor, x_val: torch.Tens
     :func:`fit_probe` fits eq-probe: standardised by the fitting cells, lambda from ``l2s`` by
     the validation loss (the pooled logits' cross-entropy, as eq-probe's data term), a path
     from the largest lambda down."""
-    if len(l2s) < 3 or any(v <= 0 for v in l2s):
-        raise ValueError(f"l2s needs at least 3 positive values, got {l2s}")
     if x_fit.ndim != 4 or y_fit.ndim != 2:
         raise ValueError(f"fit_pooled_probe needs x (N, D, g, g) and y (N, O), got {tuple(x_fit.shape)} and {tuple(y_fit.shape)}")
     cells = lambda x: x.float().flatten(2).transpose(1, 2)  # (N, D, g, g) -> (N, g g, D)
-    xf, xv = cells(x_fit), cells(x_val)
-    mean, std = xf.reshape(-1, xf.shape[-1]).mean(0), xf.reshape(-1, xf.shape[-1]).std(0).clamp_min(1e-6)  # (D,)
-    xf, xv = (xf - mean) / std, (xv - mean) / std
-    fits, val_loss, iterations, grads, start = {}, {}, {}, {}, None
-    for l2 in sorted(l2s, reverse=True):
-        w, b, iterations[l2], grads[l2] = fit_logistic(xf, y_fit, l2, max_iter, tolerance, start, pool=cell_pool)
-        fits[l2] = start = (w, b)
-        with torch.no_grad():
-            val_loss[l2] = float(probe_loss(cell_pool(xv @ w.T + b), y_val.float()))
-    val_loss, iterations, grads = ({k: d[k] for k in l2s} for d in (val_loss, iterations, grads))  # grid order
-    best = min(l2s, key=lambda v: (val_loss[v], -v))  # a tie goes to the stronger regularisation
-    w, b = fits[best]
+    w, b, fit = _regularisation_path(cells(x_fit), y_fit, cells(x_val), y_val, arm, l2s, max_iter, tolerance, cell_pool)
     conv = nn.Conv2d(w.shape[1], w.shape[0], 1)
-    with torch.no_grad():  # the standardisation folded in: the probe reads raw features
-        conv.weight.copy_((w / std).reshape(conv.weight.shape))
-        conv.bias.copy_(b - (w / std) @ mean)
-    return PooledProbe(conv).eval(), ProbeFit(arm=arm, l2=best, score=val_loss[best], val_loss=val_loss,
-                                              iterations=iterations, final_grad=grads,
-                                              converged=all(g <= tolerance for g in grads.values()),
-                                              at_edge=best in (min(l2s), max(l2s)))
+    with torch.no_grad():
+        conv.weight.copy_(w.reshape(conv.weight.shape))
+        conv.bias.copy_(b)
+    return PooledProbe(conv).eval(), fit
